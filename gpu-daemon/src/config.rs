@@ -1,0 +1,347 @@
+//! Daemon configuration: a TOML (or YAML-free) file, validated at load.
+//!
+//! Every field has a default that serves the embedded setup (`make run`):
+//! models under `build/models`, CPU execution provider, socket
+//! `/tmp/semroute/daemon.sock`. Unknown fields are rejected so that a typo
+//! never silently falls back to a default.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Errors loading or validating the configuration. Each names the field.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown / mistyped fields.
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// A value is out of range.
+    #[error("invalid config field `{field}`: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+/// ONNX Runtime execution provider. Unavailable providers fall back to CPU
+/// with a logged warning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum ExecutionProviderKind {
+    /// ONNX Runtime's default CPU provider.
+    #[default]
+    Cpu,
+    /// NVIDIA CUDA (needs the `onnxruntime-gpu` library).
+    Cuda,
+    /// AMD ROCm.
+    Rocm,
+    /// AMD MIGraphX.
+    Migraphx,
+}
+
+/// Top-level daemon configuration.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Unix socket path the gRPC server listens on.
+    pub socket: PathBuf,
+    /// Permission bits of the socket file (octal in TOML: `0o660`).
+    pub socket_mode: u32,
+    /// Prometheus metrics listen address (TCP).
+    pub metrics_addr: SocketAddr,
+    /// ONNX Runtime settings.
+    pub runtime: RuntimeConfig,
+    /// Input limits.
+    pub limits: LimitsConfig,
+    /// Cross-request batching.
+    pub batching: BatchingConfig,
+    /// Models per signal.
+    pub models: ModelsConfig,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            socket: PathBuf::from("/tmp/semroute/daemon.sock"),
+            socket_mode: 0o660,
+            metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9190)),
+            runtime: RuntimeConfig::default(),
+            limits: LimitsConfig::default(),
+            batching: BatchingConfig::default(),
+            models: ModelsConfig::default(),
+        }
+    }
+}
+
+/// ONNX Runtime session settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// Path of `libonnxruntime.so`; defaults to `$ORT_DYLIB_PATH`, then
+    /// `build/onnxruntime/libonnxruntime.so`.
+    pub ort_library: Option<PathBuf>,
+    /// Execution provider.
+    pub execution_provider: ExecutionProviderKind,
+    /// Device id for GPU providers.
+    pub device_id: i32,
+    /// Intra-op threads per session (0 = number of cores).
+    pub intra_threads: usize,
+    /// Inter-op threads per session.
+    pub inter_threads: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            ort_library: None,
+            execution_provider: ExecutionProviderKind::Cpu,
+            device_id: 0,
+            intra_threads: 0,
+            inter_threads: 1,
+        }
+    }
+}
+
+/// Input size limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConfig {
+    /// Largest `text` + `scan_text` accepted, bytes. Larger: INVALID_ARGUMENT.
+    pub max_text_bytes: usize,
+    /// Tokens per encoder window, special tokens included (<= 512 for
+    /// BERT-class models).
+    pub max_seq_len: usize,
+    /// Tokens shared by consecutive windows.
+    pub window_overlap: usize,
+    /// Most windows scored per text; beyond it the response says
+    /// `truncated` and the truncation counter grows.
+    pub max_windows: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            max_text_bytes: 1 << 20,
+            max_seq_len: 256,
+            window_overlap: 64,
+            max_windows: 64,
+        }
+    }
+}
+
+/// Cross-request batching: requests waiting together are run as one batch.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BatchingConfig {
+    /// Most sequences per ONNX Runtime run.
+    pub max_batch: usize,
+    /// Longest a request waits for others to join its batch, microseconds.
+    pub max_wait_us: u64,
+    /// Requests queued beyond this are refused with UNAVAILABLE.
+    pub queue_capacity: usize,
+}
+
+impl Default for BatchingConfig {
+    fn default() -> Self {
+        Self {
+            max_batch: 8,
+            max_wait_us: 0,
+            queue_capacity: 1024,
+        }
+    }
+}
+
+/// Models serving each signal.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelsConfig {
+    /// Directory holding the shared sentence encoder (`model.onnx`,
+    /// `tokenizer.json`).
+    pub encoder_dir: PathBuf,
+    /// Domain signal.
+    pub domain: SequenceSignalConfig,
+    /// Jailbreak signal.
+    pub jailbreak: SequenceSignalConfig,
+    /// PII signal.
+    pub pii: PiiConfig,
+}
+
+impl Default for ModelsConfig {
+    fn default() -> Self {
+        Self {
+            encoder_dir: PathBuf::from("build/models/minilm"),
+            domain: SequenceSignalConfig {
+                head: Some(PathBuf::from("models/heads/domain.json")),
+                classifier_dir: None,
+                positive_label: None,
+            },
+            jailbreak: SequenceSignalConfig {
+                head: Some(PathBuf::from("models/heads/jailbreak.json")),
+                classifier_dir: None,
+                positive_label: Some("jailbreak".into()),
+            },
+            pii: PiiConfig::default(),
+        }
+    }
+}
+
+/// A sequence-classification signal: either a linear head on the shared
+/// encoder, or a classifier directory in the vLLM Semantic Router format
+/// (`config.json` with `id2label`, `tokenizer.json`, `model.onnx` or
+/// `onnx/*.onnx`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SequenceSignalConfig {
+    /// Linear head JSON file (see `models/heads/README.md`).
+    pub head: Option<PathBuf>,
+    /// Classifier directory; wins over `head` when both are set.
+    pub classifier_dir: Option<PathBuf>,
+    /// For binary signals (jailbreak): the label whose probability is the score.
+    pub positive_label: Option<String>,
+}
+
+/// PII signal settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PiiConfig {
+    /// Token-classification directory (Rampart by default, or any
+    /// vLLM Semantic Router token classifier). `None`: patterns only.
+    pub model_dir: Option<PathBuf>,
+    /// Minimum entity score reported from the model.
+    pub min_score: f32,
+    /// Run the validated patterns (cards, IBAN, SSN, email, phone, IP).
+    pub patterns: bool,
+}
+
+impl Default for PiiConfig {
+    fn default() -> Self {
+        Self {
+            model_dir: Some(PathBuf::from("build/models/rampart")),
+            min_score: 0.5,
+            patterns: true,
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// Loads a TOML file and validates it; relative model paths are taken
+    /// relative to the current directory.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let config: DaemonConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks ranges and cross-field constraints.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.socket.as_os_str().is_empty() {
+            return Err(invalid("socket", "must not be empty"));
+        }
+        if self.socket_mode > 0o777 {
+            return Err(invalid("socket_mode", "must be permission bits (<= 0o777)"));
+        }
+        let l = &self.limits;
+        if !(8..=8192).contains(&l.max_seq_len) {
+            return Err(invalid("limits.max_seq_len", "must be in 8..=8192"));
+        }
+        if l.window_overlap >= l.max_seq_len - 2 {
+            return Err(invalid(
+                "limits.window_overlap",
+                "must be smaller than limits.max_seq_len - 2",
+            ));
+        }
+        if l.max_windows == 0 {
+            return Err(invalid("limits.max_windows", "must be at least 1"));
+        }
+        if l.max_text_bytes == 0 {
+            return Err(invalid("limits.max_text_bytes", "must be at least 1"));
+        }
+        let b = &self.batching;
+        if b.max_batch == 0 || b.max_batch > 256 {
+            return Err(invalid("batching.max_batch", "must be in 1..=256"));
+        }
+        if b.queue_capacity == 0 {
+            return Err(invalid("batching.queue_capacity", "must be at least 1"));
+        }
+        if b.max_wait_us > 100_000 {
+            return Err(invalid(
+                "batching.max_wait_us",
+                "must be at most 100000 (100 ms)",
+            ));
+        }
+        if self.runtime.inter_threads == 0 {
+            return Err(invalid("runtime.inter_threads", "must be at least 1"));
+        }
+        for (field, s) in [
+            ("models.domain", &self.models.domain),
+            ("models.jailbreak", &self.models.jailbreak),
+        ] {
+            if s.head.is_none() && s.classifier_dir.is_none() {
+                return Err(invalid(field, "needs `head` or `classifier_dir`"));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.models.pii.min_score) {
+            return Err(invalid("models.pii.min_score", "must be in 0..=1"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        DaemonConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn shipped_example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/daemon.toml");
+        let c = DaemonConfig::load(&path).unwrap();
+        assert_eq!(c.socket_mode, 0o660);
+        assert_eq!(
+            c.limits.max_seq_len,
+            DaemonConfig::default().limits.max_seq_len
+        );
+    }
+
+    #[test]
+    fn unknown_field_is_rejected_with_its_name() {
+        let err = toml::from_str::<DaemonConfig>("sockett = \"/x\"").unwrap_err();
+        assert!(err.to_string().contains("sockett"), "{err}");
+    }
+
+    #[test]
+    fn out_of_range_names_the_field() {
+        let c: DaemonConfig = toml::from_str("[limits]\nmax_seq_len = 4").unwrap();
+        let err = c.validate().unwrap_err().to_string();
+        assert!(err.contains("limits.max_seq_len"), "{err}");
+        let err = toml::from_str::<DaemonConfig>("[runtime]\nexecution_provider = \"tpu\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("execution_provider"), "{err}");
+    }
+}

@@ -1,0 +1,758 @@
+//! The classification engine: runs every requested signal for a batch of
+//! requests, sharing one encoder pass between the domain and jailbreak heads
+//! and batching windows across requests.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
+use crate::models::encoder::{l2_normalize, SentenceEncoder};
+use crate::models::head::{softmax, LinearHead};
+use crate::models::hf_dir::HfClassifier;
+use crate::models::windows::{plan_windows, TokenizedText, WindowTokenizer};
+use crate::models::ModelError;
+use crate::pii::{self, bio, Entity};
+use crate::runtime::ActiveProvider;
+
+/// Which signals a request wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SignalSet {
+    /// Domain category.
+    pub domain: bool,
+    /// Jailbreak score.
+    pub jailbreak: bool,
+    /// PII entities.
+    pub pii: bool,
+}
+
+impl SignalSet {
+    /// All signals.
+    pub const ALL: SignalSet = SignalSet {
+        domain: true,
+        jailbreak: true,
+        pii: true,
+    };
+
+    /// Parses signal names; an empty list means all.
+    ///
+    /// Errors with the offending name when it is not one of
+    /// `domain`, `jailbreak`, `pii`.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+        if names.is_empty() {
+            return Ok(Self::ALL);
+        }
+        let mut set = SignalSet::default();
+        for n in names {
+            match n.as_ref().trim() {
+                "domain" => set.domain = true,
+                "jailbreak" => set.jailbreak = true,
+                "pii" => set.pii = true,
+                other => {
+                    return Err(format!(
+                        "unknown signal {other:?}: expected domain, jailbreak or pii"
+                    ))
+                }
+            }
+        }
+        Ok(set)
+    }
+}
+
+/// One request's input.
+#[derive(Debug, Clone, Default)]
+pub struct ClassifyInput {
+    /// Text for all signals.
+    pub text: String,
+    /// Text for jailbreak and PII only.
+    pub scan_text: String,
+    /// Requested signals.
+    pub signals: SignalSet,
+}
+
+/// Which of the two texts a span refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// `ClassifyInput::text`.
+    Text,
+    /// `ClassifyInput::scan_text`.
+    ScanText,
+}
+
+/// Domain result.
+#[derive(Debug, Clone)]
+pub struct DomainOutput {
+    /// Best label.
+    pub label: String,
+    /// Its probability.
+    pub confidence: f32,
+    /// All labels with probabilities, highest first.
+    pub distribution: Vec<(String, f32)>,
+}
+
+/// Jailbreak result.
+#[derive(Debug, Clone)]
+pub struct JailbreakOutput {
+    /// Highest window probability.
+    pub score: f32,
+    /// Windows scored.
+    pub windows: u32,
+    /// Byte span of the riskiest window and the text it lies in.
+    pub window: (usize, usize, Part),
+}
+
+/// One PII entity with the text it lies in.
+#[derive(Debug, Clone)]
+pub struct PiiOutput {
+    /// The entity.
+    pub entity: Entity,
+    /// Which text the span is into.
+    pub part: Part,
+}
+
+/// Per-request timings, microseconds.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StageTimings {
+    /// Tokenisation.
+    pub tokenize_us: u64,
+    /// Model runs (shared by the batch).
+    pub inference_us: u64,
+    /// Heads, decoding and patterns.
+    pub postprocess_us: u64,
+}
+
+/// One request's result.
+#[derive(Debug, Clone, Default)]
+pub struct ClassifyOutput {
+    /// Present when requested.
+    pub domain: Option<DomainOutput>,
+    /// Present when requested.
+    pub jailbreak: Option<JailbreakOutput>,
+    /// Present when requested.
+    pub pii: Option<Vec<PiiOutput>>,
+    /// Some text went unseen by some model (window cap).
+    pub truncated: bool,
+    /// Encoder tokens of `text`.
+    pub input_tokens: u32,
+    /// Stage timings.
+    pub timings: StageTimings,
+}
+
+/// Errors classifying a batch.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// A model failed.
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    /// A requested signal has no model configured.
+    #[error("signal {0} is not configured")]
+    NotConfigured(&'static str),
+}
+
+enum SequenceModel {
+    Head(LinearHead),
+    Classifier(Box<HfClassifier>),
+}
+
+/// Names of the loaded models per signal.
+#[derive(Debug, Clone, Default)]
+pub struct ModelNames {
+    /// (signal, model) pairs.
+    pub entries: Vec<(&'static str, String)>,
+}
+
+/// Loaded models and limits.
+pub struct Engine {
+    encoder: Option<SentenceEncoder>,
+    domain: SequenceModel,
+    jailbreak: SequenceModel,
+    jailbreak_positive: usize,
+    pii_model: Option<HfClassifier>,
+    pii: PiiConfig,
+    limits: LimitsConfig,
+    max_batch: usize,
+    /// Model names for responses.
+    pub names: ModelNames,
+}
+
+fn load_sequence(
+    cfg: &SequenceSignalConfig,
+    encoder: &Option<SentenceEncoder>,
+    config: &DaemonConfig,
+) -> Result<SequenceModel, ModelError> {
+    if let Some(dir) = &cfg.classifier_dir {
+        return Ok(SequenceModel::Classifier(Box::new(HfClassifier::load(
+            dir,
+            &config.runtime,
+        )?)));
+    }
+    let path = cfg.head.as_ref().ok_or_else(|| ModelError::Invalid {
+        path: "models".into(),
+        message: "signal needs `head` or `classifier_dir`".into(),
+    })?;
+    let hidden = encoder.as_ref().map(|e| e.hidden).unwrap_or(0);
+    Ok(SequenceModel::Head(LinearHead::load(path, hidden)?))
+}
+
+impl Engine {
+    /// Loads every configured model.
+    pub fn load(config: &DaemonConfig) -> Result<Self, ModelError> {
+        let m = &config.models;
+        let needs_encoder =
+            m.domain.classifier_dir.is_none() || m.jailbreak.classifier_dir.is_none();
+        let encoder = if needs_encoder {
+            Some(SentenceEncoder::load(&m.encoder_dir, &config.runtime)?)
+        } else {
+            None
+        };
+        let domain = load_sequence(&m.domain, &encoder, config)?;
+        let jailbreak = load_sequence(&m.jailbreak, &encoder, config)?;
+        let positive = m.jailbreak.positive_label.as_deref().unwrap_or("jailbreak");
+        let labels = match &jailbreak {
+            SequenceModel::Head(h) => h.labels.clone(),
+            SequenceModel::Classifier(c) => c.id2label.clone(),
+        };
+        let jailbreak_positive = labels
+            .iter()
+            .position(|l| l.eq_ignore_ascii_case(positive))
+            .ok_or_else(|| ModelError::Invalid {
+                path: "models.jailbreak".into(),
+                message: format!("positive_label {positive:?} is not among labels {labels:?}"),
+            })?;
+        let pii_model = match &m.pii.model_dir {
+            Some(dir) => Some(HfClassifier::load(dir, &config.runtime)?),
+            None => None,
+        };
+        let mut names = ModelNames::default();
+        let enc_name = encoder.as_ref().map(|e| e.name.clone()).unwrap_or_default();
+        for (signal, model) in [("domain", &domain), ("jailbreak", &jailbreak)] {
+            names.entries.push((
+                signal,
+                match model {
+                    SequenceModel::Head(h) => format!("{enc_name}+{}@{}", h.name, h.version),
+                    SequenceModel::Classifier(c) => c.name.clone(),
+                },
+            ));
+        }
+        names.entries.push((
+            "pii",
+            match &pii_model {
+                Some(c) => format!("{}+patterns", c.name),
+                None => "patterns".into(),
+            },
+        ));
+        Ok(Self {
+            encoder,
+            domain,
+            jailbreak,
+            jailbreak_positive,
+            pii_model,
+            pii: m.pii.clone(),
+            limits: config.limits.clone(),
+            max_batch: config.batching.max_batch,
+            names,
+        })
+    }
+
+    /// Execution providers in use, per model, for the startup log.
+    pub fn providers(&self) -> Vec<(String, ActiveProvider)> {
+        let mut v = Vec::new();
+        if let Some(e) = &self.encoder {
+            v.push((e.name.clone(), e.provider));
+        }
+        for m in [&self.domain, &self.jailbreak] {
+            if let SequenceModel::Classifier(c) = m {
+                v.push((c.name.clone(), c.provider));
+            }
+        }
+        if let Some(p) = &self.pii_model {
+            v.push((p.name.clone(), p.provider));
+        }
+        v
+    }
+
+    /// Classifies a batch of requests. Each request gets its own result;
+    /// an error fails the whole batch (the caller retries requests singly).
+    pub fn classify_batch(
+        &mut self,
+        inputs: &[ClassifyInput],
+    ) -> Result<Vec<ClassifyOutput>, EngineError> {
+        let mut outputs: Vec<ClassifyOutput> =
+            inputs.iter().map(|_| ClassifyOutput::default()).collect();
+        self.run_sequence_signals(inputs, &mut outputs)?;
+        self.run_pii(inputs, &mut outputs)?;
+        Ok(outputs)
+    }
+
+    fn run_sequence_signals(
+        &mut self,
+        inputs: &[ClassifyInput],
+        outputs: &mut [ClassifyOutput],
+    ) -> Result<(), EngineError> {
+        // Encoder jobs: windows of `text` (domain + jailbreak) and of
+        // `scan_text` (jailbreak only), batched across requests.
+        struct Job {
+            req: usize,
+            part: Part,
+            span: (usize, usize),
+            ids: Vec<u32>,
+        }
+        let content = self.limits.max_seq_len - 2;
+        let overlap = self.limits.window_overlap;
+        let max_windows = self.limits.max_windows;
+        let uses_head = matches!(self.domain, SequenceModel::Head(_))
+            || matches!(self.jailbreak, SequenceModel::Head(_));
+        if let Some(encoder) = self.encoder.as_mut().filter(|_| uses_head) {
+            let t0 = Instant::now();
+            let mut jobs = Vec::new();
+            for (req, input) in inputs.iter().enumerate() {
+                let want_domain =
+                    input.signals.domain && matches!(self.domain, SequenceModel::Head(_));
+                let want_jb =
+                    input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_));
+                let text_tok = encoder.tokenizer.tokenize(&input.text)?;
+                outputs[req].input_tokens = text_tok.ids.len() as u32;
+                let mut parts: Vec<(Part, &str, TokenizedText)> = Vec::new();
+                if want_domain || want_jb {
+                    parts.push((Part::Text, &input.text, text_tok));
+                }
+                if want_jb && !input.scan_text.is_empty() {
+                    parts.push((
+                        Part::ScanText,
+                        &input.scan_text,
+                        encoder.tokenizer.tokenize(&input.scan_text)?,
+                    ));
+                }
+                for (part, text, tok) in parts {
+                    let plan = plan_windows(tok.ids.len(), content, overlap, max_windows);
+                    outputs[req].truncated |= plan.truncated;
+                    for w in plan.windows {
+                        jobs.push(Job {
+                            req,
+                            part,
+                            span: byte_span(&tok, w.clone(), text.len()),
+                            ids: tok.ids[w].to_vec(),
+                        });
+                    }
+                }
+            }
+            let tokenize_us = t0.elapsed().as_micros() as u64;
+            let t1 = Instant::now();
+            let seqs: Vec<&[u32]> = jobs.iter().map(|j| j.ids.as_slice()).collect();
+            let embeddings = run_sorted(&seqs, self.max_batch, |b| {
+                encoder
+                    .embed(b)
+                    .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
+            })?;
+            let inference_us = t1.elapsed().as_micros() as u64;
+            let t2 = Instant::now();
+            let hidden = encoder.hidden;
+            let mut domain_sum: Vec<(Vec<f32>, f32)> =
+                inputs.iter().map(|_| (vec![0f32; hidden], 0.0)).collect();
+            for (job, emb) in jobs.iter().zip(&embeddings) {
+                let input = &inputs[job.req];
+                if job.part == Part::Text && input.signals.domain {
+                    let w = (job.ids.len() + 2) as f32;
+                    let (sum, total) = &mut domain_sum[job.req];
+                    sum.iter_mut().zip(emb).for_each(|(s, v)| *s += v * w);
+                    *total += w;
+                }
+                if input.signals.jailbreak {
+                    if let SequenceModel::Head(h) = &self.jailbreak {
+                        let mut e = emb.clone();
+                        l2_normalize(&mut e);
+                        let p = h.probabilities(&e);
+                        let score = p.get(self.jailbreak_positive).copied().unwrap_or(0.0);
+                        let out = outputs[job.req].jailbreak.get_or_insert(JailbreakOutput {
+                            score: -1.0,
+                            windows: 0,
+                            window: (0, 0, Part::Text),
+                        });
+                        out.windows += 1;
+                        if score > out.score {
+                            out.score = score;
+                            out.window = (job.span.0, job.span.1, job.part);
+                        }
+                    }
+                }
+            }
+            if let SequenceModel::Head(h) = &self.domain {
+                for (req, (sum, total)) in domain_sum.into_iter().enumerate() {
+                    if inputs[req].signals.domain && total > 0.0 {
+                        let mean: Vec<f32> = sum.iter().map(|v| v / total).collect();
+                        outputs[req].domain =
+                            Some(domain_output(&h.labels, h.probabilities(&mean)));
+                    }
+                }
+            }
+            let postprocess_us = t2.elapsed().as_micros() as u64;
+            for o in outputs.iter_mut() {
+                o.timings.tokenize_us += tokenize_us / inputs.len().max(1) as u64;
+                o.timings.inference_us += inference_us;
+                o.timings.postprocess_us += postprocess_us / inputs.len().max(1) as u64;
+            }
+        }
+        // Classifier directories: each runs its own tokenizer and windows.
+        let positive = self.jailbreak_positive;
+        for (is_domain, model) in [(true, &mut self.domain), (false, &mut self.jailbreak)] {
+            let SequenceModel::Classifier(c) = model else {
+                continue;
+            };
+            for (req, input) in inputs.iter().enumerate() {
+                let wanted = if is_domain {
+                    input.signals.domain
+                } else {
+                    input.signals.jailbreak
+                };
+                if !wanted {
+                    continue;
+                }
+                let t0 = Instant::now();
+                let texts: Vec<(Part, &str)> = if is_domain || input.scan_text.is_empty() {
+                    vec![(Part::Text, input.text.as_str())]
+                } else {
+                    vec![
+                        (Part::Text, input.text.as_str()),
+                        (Part::ScanText, input.scan_text.as_str()),
+                    ]
+                };
+                let content = c
+                    .max_positions
+                    .min(self.limits.max_seq_len)
+                    .saturating_sub(2)
+                    .max(1);
+                let mut probs_sum = vec![0f32; c.id2label.len()];
+                let mut best: Option<JailbreakOutput> = None;
+                let mut windows = 0u32;
+                for (part, text) in texts {
+                    let tok = c.tokenizer.tokenize(text)?;
+                    let plan = plan_windows(tok.ids.len(), content, overlap, max_windows);
+                    outputs[req].truncated |= plan.truncated;
+                    let seqs: Vec<&[u32]> =
+                        plan.windows.iter().map(|w| &tok.ids[w.clone()]).collect();
+                    let logits = run_sorted(&seqs, self.max_batch, |b| {
+                        let l = c.logits(b)?;
+                        Ok(l.outer_iter()
+                            .map(|r| r.iter().copied().collect::<Vec<f32>>())
+                            .collect())
+                    })?;
+                    for (w, l) in plan.windows.iter().zip(logits) {
+                        let p = softmax(&l);
+                        windows += 1;
+                        probs_sum.iter_mut().zip(&p).for_each(|(s, v)| *s += v);
+                        let score = p.get(positive).copied().unwrap_or(0.0);
+                        if best.as_ref().is_none_or(|b| score > b.score) {
+                            let span = byte_span(&tok, w.clone(), text.len());
+                            best = Some(JailbreakOutput {
+                                score,
+                                windows: 0,
+                                window: (span.0, span.1, part),
+                            });
+                        }
+                    }
+                }
+                if is_domain {
+                    let n = windows.max(1) as f32;
+                    let mean: Vec<f32> = probs_sum.iter().map(|v| v / n).collect();
+                    outputs[req].domain = Some(domain_output(&c.id2label, mean));
+                } else if let Some(mut b) = best {
+                    b.windows = windows;
+                    outputs[req].jailbreak = Some(b);
+                }
+                outputs[req].timings.inference_us += t0.elapsed().as_micros() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    fn run_pii(
+        &mut self,
+        inputs: &[ClassifyInput],
+        outputs: &mut [ClassifyOutput],
+    ) -> Result<(), EngineError> {
+        let t0 = Instant::now();
+        // Model entities, windows batched across requests.
+        let mut model_entities: Vec<Vec<PiiOutput>> = inputs.iter().map(|_| Vec::new()).collect();
+        if let Some(model) = self.pii_model.as_mut() {
+            struct Doc<'a> {
+                req: usize,
+                part: Part,
+                text: &'a str,
+                tok: TokenizedText,
+                windows: Vec<Range<usize>>,
+            }
+            let content = model
+                .max_positions
+                .min(self.limits.max_seq_len)
+                .saturating_sub(2)
+                .max(1);
+            let mut docs = Vec::new();
+            for (req, input) in inputs.iter().enumerate() {
+                if !input.signals.pii {
+                    continue;
+                }
+                for (part, text) in [
+                    (Part::Text, input.text.as_str()),
+                    (Part::ScanText, input.scan_text.as_str()),
+                ] {
+                    if text.is_empty() {
+                        continue;
+                    }
+                    let tok = model.tokenizer.tokenize(text)?;
+                    let plan = plan_windows(
+                        tok.ids.len(),
+                        content,
+                        self.limits.window_overlap,
+                        self.limits.max_windows,
+                    );
+                    outputs[req].truncated |= plan.truncated;
+                    docs.push(Doc {
+                        req,
+                        part,
+                        text,
+                        tok,
+                        windows: plan.windows,
+                    });
+                }
+            }
+            let tokenize_us = t0.elapsed().as_micros() as u64;
+            let seqs: Vec<&[u32]> = docs
+                .iter()
+                .flat_map(|d| d.windows.iter().map(|w| &d.tok.ids[w.clone()]))
+                .collect();
+            let t1 = Instant::now();
+            let n_labels = model.id2label.len();
+            let logits = run_sorted(&seqs, self.max_batch, |b| {
+                let l = model.logits(b)?;
+                let mut rows = Vec::with_capacity(b.len());
+                for (i, seq) in b.iter().enumerate() {
+                    // Skip CLS; keep one row of labels per content token.
+                    let mut r = Vec::with_capacity(seq.len() * n_labels);
+                    for t in 0..seq.len() {
+                        for k in 0..n_labels {
+                            r.push(l[[i, t + 1, k]]);
+                        }
+                    }
+                    rows.push(r);
+                }
+                Ok(rows)
+            })?;
+            let inference_us = t1.elapsed().as_micros() as u64;
+            let mut it = logits.into_iter();
+            for d in &docs {
+                // Per token: the label from the window where it sits farthest
+                // from an edge (most context on both sides).
+                let n = d.tok.ids.len();
+                let mut best: Vec<(usize, usize, f32)> = vec![(usize::MAX, 0, 0.0); n]; // (edge distance as key, label, prob)
+                let mut have = vec![false; n];
+                for w in &d.windows {
+                    let Some(rows) = it.next() else { break };
+                    for (j, t) in w.clone().enumerate() {
+                        let dist = (t - w.start).min(w.end - 1 - t);
+                        let Some(row) = rows.get(j * n_labels..(j + 1) * n_labels) else {
+                            continue;
+                        };
+                        if !have[t] || dist > best[t].0 {
+                            let p = softmax(row);
+                            let (k, pk) =
+                                p.iter().enumerate().fold((0, f32::MIN), |acc, (k, &v)| {
+                                    if v > acc.1 {
+                                        (k, v)
+                                    } else {
+                                        acc
+                                    }
+                                });
+                            best[t] = (dist, k, pk);
+                            have[t] = true;
+                        }
+                    }
+                }
+                let labels: Vec<bio::TokenLabel<'_>> = (0..n)
+                    .filter(|&t| have[t])
+                    .map(|t| bio::TokenLabel {
+                        span: d.tok.offsets[t],
+                        label: model
+                            .id2label
+                            .get(best[t].1)
+                            .map(String::as_str)
+                            .unwrap_or("O"),
+                        score: best[t].2,
+                    })
+                    .collect();
+                let ents = bio::group_addresses(bio::decode(&labels, d.text), d.text);
+                model_entities[d.req].extend(
+                    ents.into_iter()
+                        .filter(|e| e.score >= self.pii.min_score)
+                        .map(|entity| PiiOutput {
+                            entity,
+                            part: d.part,
+                        }),
+                );
+            }
+            for (req, o) in outputs.iter_mut().enumerate() {
+                if inputs[req].signals.pii {
+                    o.timings.tokenize_us += tokenize_us / inputs.len().max(1) as u64;
+                    o.timings.inference_us += inference_us;
+                }
+            }
+        }
+        let t2 = Instant::now();
+        for (req, input) in inputs.iter().enumerate() {
+            if !input.signals.pii {
+                continue;
+            }
+            let mut all = Vec::new();
+            for (part, text) in [
+                (Part::Text, input.text.as_str()),
+                (Part::ScanText, input.scan_text.as_str()),
+            ] {
+                let mut ents: Vec<Entity> = model_entities[req]
+                    .iter()
+                    .filter(|e| e.part == part)
+                    .map(|e| e.entity.clone())
+                    .collect();
+                if self.pii.patterns {
+                    ents.extend(pii::patterns::find(text));
+                }
+                all.extend(
+                    pii::merge(ents)
+                        .into_iter()
+                        .map(|entity| PiiOutput { entity, part }),
+                );
+            }
+            outputs[req].pii = Some(all);
+            outputs[req].timings.postprocess_us += t2.elapsed().as_micros() as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Mean-pooled encoder embedding of each text (window embeddings averaged,
+/// weighted by window tokens), exactly as the domain head sees it. Used to
+/// train and evaluate heads. Shape: `[texts][hidden]`.
+pub fn embed_texts(
+    encoder: &mut SentenceEncoder,
+    limits: &LimitsConfig,
+    max_batch: usize,
+    texts: &[String],
+) -> Result<Vec<Vec<f32>>, EngineError> {
+    let content = limits.max_seq_len - 2;
+    let mut out = Vec::with_capacity(texts.len());
+    let mut jobs: Vec<(usize, Vec<u32>)> = Vec::new();
+    for (i, t) in texts.iter().enumerate() {
+        let tok = encoder.tokenizer.tokenize(t)?;
+        let plan = plan_windows(
+            tok.ids.len(),
+            content,
+            limits.window_overlap,
+            limits.max_windows,
+        );
+        for w in plan.windows {
+            jobs.push((i, tok.ids[w].to_vec()));
+        }
+        out.push(vec![0f32; encoder.hidden]);
+    }
+    let mut weights = vec![0f32; texts.len()];
+    let seqs: Vec<&[u32]> = jobs.iter().map(|(_, s)| s.as_slice()).collect();
+    let embeddings = run_sorted(&seqs, max_batch, |b| {
+        encoder
+            .embed(b)
+            .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
+    })?;
+    for ((i, seq), e) in jobs.iter().zip(embeddings) {
+        let w = (seq.len() + 2) as f32;
+        weights[*i] += w;
+        for (o, v) in out[*i].iter_mut().zip(e) {
+            *o += v * w;
+        }
+    }
+    for (o, w) in out.iter_mut().zip(weights) {
+        o.iter_mut().for_each(|v| *v /= w.max(1.0));
+    }
+    Ok(out)
+}
+
+fn domain_output(labels: &[String], probs: Vec<f32>) -> DomainOutput {
+    let mut distribution: Vec<(String, f32)> = labels.iter().cloned().zip(probs).collect();
+    distribution.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let (label, confidence) = distribution.first().cloned().unwrap_or_default();
+    DomainOutput {
+        label,
+        confidence,
+        distribution,
+    }
+}
+
+/// Byte span of token range `w` (empty range: an empty span at 0).
+fn byte_span(tok: &TokenizedText, w: Range<usize>, text_len: usize) -> (usize, usize) {
+    if w.is_empty() {
+        return (0, 0);
+    }
+    let start = tok.offsets.get(w.start).map(|o| o.0).unwrap_or(0);
+    let end = tok.offsets.get(w.end - 1).map(|o| o.1).unwrap_or(text_len);
+    (start, end)
+}
+
+/// Runs `f` over `seqs` in batches of at most `max_batch`, grouping
+/// sequences of similar length to limit padding, and returns one output per
+/// sequence in the original order.
+fn run_sorted<T, F>(seqs: &[&[u32]], max_batch: usize, mut f: F) -> Result<Vec<T>, ModelError>
+where
+    F: FnMut(&[&[u32]]) -> Result<Vec<T>, ModelError>,
+{
+    let mut order: Vec<usize> = (0..seqs.len()).collect();
+    order.sort_by_key(|&i| seqs[i].len());
+    let mut out: Vec<Option<T>> = (0..seqs.len()).map(|_| None).collect();
+    for chunk in order.chunks(max_batch.max(1)) {
+        let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i]).collect();
+        let results = f(&batch)?;
+        if results.len() != chunk.len() {
+            return Err(ModelError::Invalid {
+                path: "batch".into(),
+                message: format!(
+                    "model returned {} rows for {} inputs",
+                    results.len(),
+                    chunk.len()
+                ),
+            });
+        }
+        for (&i, r) in chunk.iter().zip(results) {
+            out[i] = Some(r);
+        }
+    }
+    Ok(out.into_iter().flatten().collect())
+}
+
+/// Tokenizer accessor for tools (token counting).
+impl Engine {
+    /// The encoder's tokenizer, when an encoder is loaded.
+    pub fn encoder_tokenizer(&self) -> Option<&WindowTokenizer> {
+        self.encoder.as_ref().map(|e| &e.tokenizer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signal_names_parse() {
+        assert_eq!(SignalSet::parse::<&str>(&[]).unwrap(), SignalSet::ALL);
+        let s = SignalSet::parse(&["pii"]).unwrap();
+        assert!(s.pii && !s.domain && !s.jailbreak);
+        let e = SignalSet::parse(&["domian"]).unwrap_err();
+        assert!(e.contains("domian"));
+    }
+
+    #[test]
+    fn run_sorted_keeps_order() {
+        let a = [1u32, 2, 3];
+        let b = [1u32];
+        let c = [1u32, 2];
+        let seqs: Vec<&[u32]> = vec![&a, &b, &c];
+        let out = run_sorted(&seqs, 2, |batch| {
+            Ok(batch.iter().map(|s| s.len()).collect())
+        })
+        .unwrap();
+        assert_eq!(out, vec![3, 1, 2]);
+    }
+}

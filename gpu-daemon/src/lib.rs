@@ -1,0 +1,11 @@
+//! semroute inference daemon: classification signals (domain, jailbreak,
+//! PII) over gRPC on a Unix socket, with ONNX Runtime models.
+
+pub mod batcher;
+pub mod config;
+pub mod engine;
+pub mod metrics;
+pub mod models;
+pub mod pii;
+pub mod runtime;
+pub mod server;

@@ -1,0 +1,331 @@
+//! `semroute-daemon`: the inference daemon's command line.
+
+use std::io::{BufRead, Write};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use semroute_daemon::batcher::Batcher;
+use semroute_daemon::config::{DaemonConfig, ExecutionProviderKind};
+use semroute_daemon::engine::{
+    embed_texts, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
+};
+use semroute_daemon::metrics::{self, Metrics};
+use semroute_daemon::models::encoder::SentenceEncoder;
+use semroute_daemon::pii::Source;
+use semroute_daemon::server::{self, ClassifierService};
+use serde_json::json;
+
+/// semroute inference daemon: domain, jailbreak and PII classification over
+/// gRPC on a Unix socket.
+#[derive(Parser)]
+#[command(name = "semroute-daemon", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+struct ConfigArgs {
+    /// Config file (TOML). Without it, built-in defaults (models under build/).
+    #[arg(long, short, env = "SEMROUTE_DAEMON_CONFIG")]
+    config: Option<PathBuf>,
+    /// Execution provider, overriding the config (falls back to CPU when unavailable).
+    #[arg(long, value_enum)]
+    execution_provider: Option<ExecutionProviderKind>,
+}
+
+impl ConfigArgs {
+    fn load(&self) -> anyhow::Result<DaemonConfig> {
+        let mut c = match &self.config {
+            Some(p) => DaemonConfig::load(p)?,
+            None => DaemonConfig::default(),
+        };
+        if let Some(ep) = self.execution_provider {
+            c.runtime.execution_provider = ep;
+        }
+        Ok(c)
+    }
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve semroute.v1.Classifier and grpc.health.v1 on a Unix socket.
+    Serve {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Socket path (overrides the config; default /tmp/semroute/daemon.sock).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Prometheus metrics address (overrides the config; default 127.0.0.1:9190).
+        #[arg(long)]
+        metrics_addr: Option<SocketAddr>,
+    },
+    /// Classify JSON lines `{"text": ..., "scan_text": ...}` (from --input or
+    /// stdin) or one --text, printing one JSON result per line.
+    Classify {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Comma-separated signals: domain,jailbreak,pii (default: all).
+        #[arg(long, value_delimiter = ',')]
+        signals: Vec<String>,
+        /// JSON-lines input file (default: stdin).
+        #[arg(long, conflicts_with = "text")]
+        input: Option<PathBuf>,
+        /// One text to classify.
+        #[arg(long)]
+        text: Option<String>,
+    },
+    /// Write the pooled encoder embedding of each input line's "text" as
+    /// little-endian f32 rows `[lines, hidden]` (for training heads).
+    Embed {
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// JSON-lines input with a "text" field.
+        #[arg(long)]
+        input: PathBuf,
+        /// Output file of raw f32 rows.
+        #[arg(long)]
+        output: PathBuf,
+    },
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,ort=warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
+
+fn main() -> anyhow::Result<()> {
+    init_tracing();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve {
+            config,
+            socket,
+            metrics_addr,
+        } => {
+            let mut c = config.load()?;
+            if let Some(s) = socket {
+                c.socket = s;
+            }
+            if let Some(a) = metrics_addr {
+                c.metrics_addr = a;
+            }
+            serve(c)
+        }
+        Command::Classify {
+            config,
+            signals,
+            input,
+            text,
+        } => classify(config.load()?, &signals, input, text),
+        Command::Embed {
+            config,
+            input,
+            output,
+        } => embed(config.load()?, &input, &output),
+    }
+}
+
+fn load_engine(config: &DaemonConfig) -> anyhow::Result<Engine> {
+    let t = Instant::now();
+    let engine = Engine::load(config).context("loading models")?;
+    for (model, provider) in engine.providers() {
+        tracing::info!(model, ?provider, "model loaded");
+    }
+    tracing::info!(ms = t.elapsed().as_millis() as u64, "models ready");
+    Ok(engine)
+}
+
+fn serve(config: DaemonConfig) -> anyhow::Result<()> {
+    let engine = load_engine(&config)?;
+    let names = engine.names.clone();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let metrics = Metrics::new();
+        let batcher = Batcher::start(engine, &config.batching, metrics.clone());
+        let socket = server::bind_socket(&config.socket, config.socket_mode).await?;
+        let metrics_addr = config.metrics_addr;
+        let m = metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = metrics::serve(metrics_addr, m).await {
+                tracing::error!(addr = %metrics_addr, error = %e, "metrics server failed");
+            }
+        });
+        let service = ClassifierService::new(batcher, metrics, names, config.limits.max_text_bytes);
+        tracing::info!(socket = %config.socket.display(), metrics = %metrics_addr, "serving");
+        server::serve(socket, service, shutdown_signal()).await?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::info!("shutting down: draining in-flight calls");
+}
+
+#[derive(serde::Deserialize)]
+struct InputLine {
+    text: String,
+    #[serde(default)]
+    scan_text: String,
+}
+
+fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
+    let mut v = json!({
+        "truncated": out.truncated,
+        "input_tokens": out.input_tokens,
+        "timing_ms": {
+            "tokenize": out.timings.tokenize_us as f64 / 1e3,
+            "inference": out.timings.inference_us as f64 / 1e3,
+            "postprocess": out.timings.postprocess_us as f64 / 1e3,
+            "total": total_ms,
+        },
+    });
+    if let Some(d) = &out.domain {
+        v["domain"] = json!({
+            "label": d.label,
+            "confidence": d.confidence,
+            "distribution": d.distribution.iter().map(|(l, s)| json!({"label": l, "score": s})).collect::<Vec<_>>(),
+        });
+    }
+    if let Some(j) = &out.jailbreak {
+        v["jailbreak"] = json!({"score": j.score.max(0.0), "windows": j.windows});
+    }
+    if let Some(p) = &out.pii {
+        v["pii"] = p
+            .iter()
+            .map(|e| {
+                json!({
+                    "type": e.entity.kind,
+                    "start": e.entity.start,
+                    "end": e.entity.end,
+                    "score": e.entity.score,
+                    "source": match e.entity.source { Source::Model => "model", Source::Pattern => "pattern" },
+                    "in_scan_text": e.part == Part::ScanText,
+                })
+            })
+            .collect();
+    }
+    v
+}
+
+fn classify(
+    config: DaemonConfig,
+    signals: &[String],
+    input: Option<PathBuf>,
+    text: Option<String>,
+) -> anyhow::Result<()> {
+    let signals = SignalSet::parse(signals).map_err(anyhow::Error::msg)?;
+    let mut engine = load_engine(&config)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut run = |line: Result<InputLine, String>| -> anyhow::Result<()> {
+        let v = match line {
+            Err(e) => json!({ "error": e }),
+            Ok(l) if l.text.trim().is_empty() && l.scan_text.trim().is_empty() => {
+                json!({"error": "text is empty"})
+            }
+            Ok(l) if l.text.len() + l.scan_text.len() > config.limits.max_text_bytes => {
+                json!({"error": format!("text above the limit of {} bytes", config.limits.max_text_bytes)})
+            }
+            Ok(l) => {
+                let t = Instant::now();
+                let input = ClassifyInput {
+                    text: l.text,
+                    scan_text: l.scan_text,
+                    signals,
+                };
+                match engine.classify_batch(std::slice::from_ref(&input)) {
+                    Ok(mut o) => match o.pop() {
+                        Some(o) => output_json(&o, t.elapsed().as_secs_f64() * 1e3),
+                        None => json!({"error": "no result"}),
+                    },
+                    Err(e) => json!({ "error": e.to_string() }),
+                }
+            }
+        };
+        writeln!(out, "{v}")?;
+        Ok(())
+    };
+    if let Some(t) = text {
+        return run(Ok(InputLine {
+            text: t,
+            scan_text: String::new(),
+        }));
+    }
+    let reader: Box<dyn BufRead> = match input {
+        Some(p) => Box::new(std::io::BufReader::new(
+            std::fs::File::open(&p).with_context(|| format!("opening {}", p.display()))?,
+        )),
+        None => Box::new(std::io::stdin().lock()),
+    };
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.with_context(|| format!("reading line {}", n + 1))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        run(serde_json::from_str::<InputLine>(&line).map_err(|e| format!("line {}: {e}", n + 1)))?;
+    }
+    Ok(())
+}
+
+fn embed(config: DaemonConfig, input: &PathBuf, output: &PathBuf) -> anyhow::Result<()> {
+    let mut encoder = SentenceEncoder::load(&config.models.encoder_dir, &config.runtime)?;
+    let text =
+        std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))?;
+    let mut texts = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let l: InputLine = serde_json::from_str(line)
+            .with_context(|| format!("{} line {}", input.display(), n + 1))?;
+        texts.push(l.text);
+    }
+    let mut file = std::io::BufWriter::new(std::fs::File::create(output)?);
+    let t = Instant::now();
+    let mut hidden = 0;
+    for (i, chunk) in texts.chunks(64).enumerate() {
+        for row in embed_texts(
+            &mut encoder,
+            &config.limits,
+            config.batching.max_batch,
+            chunk,
+        )? {
+            hidden = row.len();
+            for v in row {
+                file.write_all(&v.to_le_bytes())?;
+            }
+        }
+        if i % 20 == 0 {
+            tracing::info!(done = (i + 1) * 64, total = texts.len(), "embedding");
+        }
+    }
+    file.flush()?;
+    eprintln!(
+        "wrote [{}, {hidden}] f32 to {} in {:.1}s",
+        texts.len(),
+        output.display(),
+        t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

@@ -1,0 +1,251 @@
+//! Validated patterns for entities the model cannot type: payment cards
+//! (Luhn checksum), IBANs (ISO 13616 mod-97), US SSNs (SSA assignment
+//! rules), email addresses, phone numbers, and IPv4/IPv6 addresses
+//! (parsed with `std::net`).
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::sync::OnceLock;
+
+use regex::Regex;
+
+use super::{Entity, Source};
+
+struct Patterns {
+    email: Regex,
+    card: Regex,
+    iban: Regex,
+    ssn: Regex,
+    phone: Regex,
+    ipv4: Regex,
+    ipv6: Regex,
+}
+
+fn patterns() -> &'static Patterns {
+    static P: OnceLock<Patterns> = OnceLock::new();
+    P.get_or_init(|| {
+        // The expressions are constants; a failure here is a programming
+        // error caught by the unit tests, never input-dependent.
+        let re = |s: &str| Regex::new(s).expect("constant regex");
+        Patterns {
+            email: re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.[a-z]{2,24}\b"),
+            card: re(r"\b\d(?:[ -]?\d){12,18}\b"),
+            iban: re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"),
+            ssn: re(r"\b(\d{3})([- ]?)(\d{2})([- ]?)(\d{4})\b"),
+            phone: re(r"(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?:\s?(?:x|ext\.?)\s?\d{1,5})?\b"),
+            ipv4: re(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"),
+            ipv6: re(r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%[0-9a-z]+)?"),
+        }
+    })
+}
+
+/// Luhn checksum over ASCII digits (ISO/IEC 7812-1).
+pub fn luhn_valid(digits: &[u8]) -> bool {
+    let mut sum = 0u32;
+    for (i, d) in digits.iter().rev().enumerate() {
+        let mut v = u32::from(d - b'0');
+        if i % 2 == 1 {
+            v *= 2;
+            if v > 9 {
+                v -= 9;
+            }
+        }
+        sum += v;
+    }
+    sum.is_multiple_of(10)
+}
+
+/// IBAN mod-97 check (ISO 13616): move the first four characters to the
+/// end, map letters to 10..35, and the number must be 1 modulo 97.
+pub fn iban_valid(iban: &str) -> bool {
+    let s: Vec<u8> = iban.bytes().filter(|b| *b != b' ').collect();
+    if !(15..=34).contains(&s.len()) || !s.iter().all(u8::is_ascii_alphanumeric) {
+        return false;
+    }
+    let mut rem = 0u32;
+    for &b in s[4..].iter().chain(&s[..4]) {
+        let v = if b.is_ascii_digit() {
+            u32::from(b - b'0')
+        } else {
+            u32::from(b.to_ascii_uppercase() - b'A') + 10
+        };
+        rem = if v >= 10 {
+            (rem * 100 + v) % 97
+        } else {
+            (rem * 10 + v) % 97
+        };
+    }
+    rem == 1
+}
+
+/// US SSN assignment rules: area not 000, 666 or 900-999; group not 00;
+/// serial not 0000.
+pub fn ssn_valid(area: &str, group: &str, serial: &str) -> bool {
+    let (Ok(a), Ok(g), Ok(s)) = (
+        area.parse::<u32>(),
+        group.parse::<u32>(),
+        serial.parse::<u32>(),
+    ) else {
+        return false;
+    };
+    a != 0 && a != 666 && a < 900 && g != 0 && s != 0
+}
+
+fn pattern(kind: &'static str, start: usize, end: usize) -> Entity {
+    Entity {
+        kind,
+        start,
+        end,
+        score: 1.0,
+        source: Source::Pattern,
+    }
+}
+
+fn overlaps(found: &[Entity], start: usize, end: usize) -> bool {
+    found.iter().any(|e| e.start < end && start < e.end)
+}
+
+/// Finds validated pattern entities in `text`. Spans are byte offsets;
+/// earlier (more specific) patterns win where spans overlap.
+pub fn find(text: &str) -> Vec<Entity> {
+    let p = patterns();
+    let mut found: Vec<Entity> = Vec::new();
+    for m in p.email.find_iter(text) {
+        found.push(pattern("EMAIL_ADDRESS", m.start(), m.end()));
+    }
+    for m in p.iban.find_iter(text) {
+        if iban_valid(m.as_str()) && !overlaps(&found, m.start(), m.end()) {
+            found.push(pattern("IBAN_CODE", m.start(), m.end()));
+        }
+    }
+    for m in p.card.find_iter(text) {
+        let digits: Vec<u8> = m.as_str().bytes().filter(u8::is_ascii_digit).collect();
+        if (13..=19).contains(&digits.len())
+            && luhn_valid(&digits)
+            && !overlaps(&found, m.start(), m.end())
+        {
+            found.push(pattern("CREDIT_CARD", m.start(), m.end()));
+        }
+    }
+    for c in p.ssn.captures_iter(text) {
+        let (Some(m), Some(a), Some(s1), Some(g), Some(s2), Some(s)) =
+            (c.get(0), c.get(1), c.get(2), c.get(3), c.get(4), c.get(5))
+        else {
+            continue;
+        };
+        // Separators must agree: 123-45-6789, 123 45 6789 or 123456789.
+        if s1.as_str() != s2.as_str() {
+            continue;
+        }
+        if ssn_valid(a.as_str(), g.as_str(), s.as_str()) && !overlaps(&found, m.start(), m.end()) {
+            found.push(pattern("US_SSN", m.start(), m.end()));
+        }
+    }
+    for m in p.ipv4.find_iter(text) {
+        if m.as_str().parse::<Ipv4Addr>().is_ok() && !overlaps(&found, m.start(), m.end()) {
+            found.push(pattern("IP_ADDRESS", m.start(), m.end()));
+        }
+    }
+    for m in p.ipv6.find_iter(text) {
+        let s = m.as_str();
+        let addr = s.split('%').next().unwrap_or(s);
+        if (addr.contains("::") || addr.matches(':').count() == 7)
+            && addr.parse::<Ipv6Addr>().is_ok()
+            && !overlaps(&found, m.start(), m.end())
+        {
+            found.push(pattern("IP_ADDRESS", m.start(), m.end()));
+        }
+    }
+    for m in p.phone.find_iter(text) {
+        let digits = m.as_str().bytes().filter(u8::is_ascii_digit).count();
+        let looks_like_date =
+            m.as_str().len() == 10 && m.as_str().as_bytes().get(4).is_some_and(|b| *b == b'-');
+        if (7..=15).contains(&digits) && !looks_like_date && !overlaps(&found, m.start(), m.end()) {
+            found.push(pattern("PHONE_NUMBER", m.start(), m.end()));
+        }
+    }
+    found.sort_by_key(|e| e.start);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(&'static str, &str)> {
+        find(text)
+            .into_iter()
+            .map(|e| (e.kind, &text[e.start..e.end]))
+            .collect()
+    }
+
+    #[test]
+    fn card_and_email_at_exact_offsets() {
+        let text = "my card is 4111 1111 1111 1111, mail me at jane.doe@example.com";
+        assert_eq!(
+            kinds(text),
+            vec![
+                ("CREDIT_CARD", "4111 1111 1111 1111"),
+                ("EMAIL_ADDRESS", "jane.doe@example.com")
+            ]
+        );
+    }
+
+    #[test]
+    fn luhn_rejects_invalid_card() {
+        assert!(kinds("order 4111 1111 1111 1112 shipped")
+            .iter()
+            .all(|(k, _)| *k != "CREDIT_CARD"));
+    }
+
+    #[test]
+    fn iban_mod97() {
+        assert!(iban_valid("GB82 WEST 1234 5698 7654 32"));
+        assert!(iban_valid("DE89370400440532013000"));
+        assert!(!iban_valid("DE89370400440532013001"));
+        assert_eq!(
+            kinds("pay to GB82 WEST 1234 5698 7654 32 today"),
+            vec![("IBAN_CODE", "GB82 WEST 1234 5698 7654 32")]
+        );
+    }
+
+    #[test]
+    fn ssn_rules() {
+        assert_eq!(kinds("ssn 123-45-6789."), vec![("US_SSN", "123-45-6789")]);
+        assert!(kinds("ssn 666-45-6789").iter().all(|(k, _)| *k != "US_SSN"));
+        assert!(kinds("ssn 123-00-6789").iter().all(|(k, _)| *k != "US_SSN"));
+        assert!(kinds("ssn 123-45 6789").iter().all(|(k, _)| *k != "US_SSN"));
+    }
+
+    #[test]
+    fn ip_addresses_are_parsed() {
+        assert_eq!(
+            kinds("from 192.168.1.20 ok"),
+            vec![("IP_ADDRESS", "192.168.1.20")]
+        );
+        assert!(kinds("from 999.1.1.1")
+            .iter()
+            .all(|(k, _)| *k != "IP_ADDRESS"));
+        assert_eq!(
+            kinds("v6 2001:db8::1 ok"),
+            vec![("IP_ADDRESS", "2001:db8::1")]
+        );
+    }
+
+    #[test]
+    fn phone_numbers() {
+        assert_eq!(
+            kinds("call (555) 123-4567"),
+            vec![("PHONE_NUMBER", "(555) 123-4567")]
+        );
+        assert_eq!(
+            kinds("call +44 20 7946 0958"),
+            vec![("PHONE_NUMBER", "+44 20 7946 0958")]
+        );
+        assert!(kinds("in 2024-01-15 we met").is_empty());
+    }
+
+    #[test]
+    fn never_panics_on_odd_unicode() {
+        let _ = find("😀 4111\u{00a0}1111 ١٢٣ 𝟗𝟗𝟗 ::: ::1 @@ a@b.c");
+    }
+}

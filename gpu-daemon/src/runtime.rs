@@ -1,0 +1,143 @@
+//! ONNX Runtime: loading the shared library and building sessions.
+//!
+//! The library is loaded dynamically (`ort`'s `load-dynamic`) from the
+//! `onnxruntime` wheel unpacked by `make setup`, so no binary download is
+//! needed at build time.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ort::environment::Environment;
+use ort::ep::ExecutionProvider;
+use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
+use ort::session::Session;
+
+use crate::config::{ExecutionProviderKind, RuntimeConfig};
+
+/// Errors from the runtime layer.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// `libonnxruntime.so` was not found or could not be loaded.
+    #[error(
+        "cannot load ONNX Runtime from {path}: {message} (run `make setup`, or set ORT_DYLIB_PATH)"
+    )]
+    Library { path: PathBuf, message: String },
+    /// Session creation or a run failed.
+    #[error("ONNX Runtime error ({context}): {message}")]
+    Ort { context: String, message: String },
+}
+
+impl RuntimeError {
+    pub(crate) fn ort(context: impl Into<String>, e: impl std::fmt::Display) -> Self {
+        RuntimeError::Ort {
+            context: context.into(),
+            message: e.to_string(),
+        }
+    }
+}
+
+static ENVIRONMENT: OnceLock<Result<Environment, String>> = OnceLock::new();
+
+/// Resolves the ONNX Runtime library path: config, then `$ORT_DYLIB_PATH`,
+/// then `build/onnxruntime/libonnxruntime.so`.
+pub fn library_path(config: &RuntimeConfig) -> PathBuf {
+    if let Some(p) = &config.ort_library {
+        return p.clone();
+    }
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
+        return PathBuf::from(p);
+    }
+    PathBuf::from("build/onnxruntime/libonnxruntime.so")
+}
+
+/// Loads the ONNX Runtime library once per process and returns the
+/// process-wide environment.
+pub fn environment(config: &RuntimeConfig) -> Result<&'static Environment, RuntimeError> {
+    let path = library_path(config);
+    let result = ENVIRONMENT.get_or_init(|| {
+        if !path.exists() {
+            return Err("file not found".to_string());
+        }
+        let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
+        builder
+            .with_name("semroute")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    match result {
+        Ok(env) => Ok(env),
+        Err(message) => Err(RuntimeError::Library {
+            path,
+            message: message.clone(),
+        }),
+    }
+}
+
+/// The execution provider actually in use after fallback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActiveProvider {
+    /// Requested provider registered.
+    Requested(ExecutionProviderKind),
+    /// Requested provider unavailable; running on CPU.
+    CpuFallback(ExecutionProviderKind),
+}
+
+/// Builds a session for `model` with the configured threads and provider.
+///
+/// Settings follow the measurements in the design: sequential execution,
+/// graph optimisation level 3 (all), memory arena and spinning on.
+pub fn build_session(
+    config: &RuntimeConfig,
+    model: &Path,
+) -> Result<(Session, ActiveProvider), RuntimeError> {
+    let env = environment(config)?;
+    let ctx = || format!("session for {}", model.display());
+    let threads = if config.intra_threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        config.intra_threads
+    };
+    let mut builder = Session::builder(env)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?
+        .with_optimization_level(GraphOptimizationLevel::Level3)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?
+        .with_intra_threads(threads)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?
+        .with_inter_threads(config.inter_threads)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?
+        .with_parallel_execution(false)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?
+        .with_memory_pattern(true)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    let provider = register_provider(config, &mut builder);
+    let session = builder
+        .commit_from_file(model)
+        .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    Ok((session, provider))
+}
+
+fn register_provider(config: &RuntimeConfig, builder: &mut SessionBuilder) -> ActiveProvider {
+    let kind = config.execution_provider;
+    let result = match kind {
+        ExecutionProviderKind::Cpu => return ActiveProvider::Requested(kind),
+        ExecutionProviderKind::Cuda => ort::ep::CUDA::default()
+            .with_device_id(config.device_id)
+            .register(builder),
+        ExecutionProviderKind::Rocm => ort::ep::ROCm::default()
+            .with_device_id(config.device_id)
+            .register(builder),
+        ExecutionProviderKind::Migraphx => ort::ep::MIGraphX::default()
+            .with_device_id(config.device_id)
+            .register(builder),
+    };
+    match result {
+        Ok(()) => ActiveProvider::Requested(kind),
+        Err(e) => {
+            tracing::warn!(provider = ?kind, error = %e, "execution provider unavailable, falling back to CPU");
+            ActiveProvider::CpuFallback(kind)
+        }
+    }
+}

@@ -1,0 +1,307 @@
+//! The gRPC server: `semroute.v1.Classifier` and `grpc.health.v1` on a Unix
+//! domain socket.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
+use semroute_proto::v1::{
+    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, LabelScore, ModelInfo,
+    PiiEntity, PiiResult, PiiSource, Timings,
+};
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+
+use crate::batcher::{BatchError, Batcher};
+use crate::engine::{ClassifyInput, ClassifyOutput, ModelNames, Part, SignalSet};
+use crate::metrics::{CodeLabel, Metrics, SignalLabel};
+use crate::pii::Source;
+
+/// The Classifier service.
+pub struct ClassifierService {
+    batcher: Batcher,
+    metrics: Arc<Metrics>,
+    names: ModelNames,
+    max_text_bytes: usize,
+}
+
+impl ClassifierService {
+    /// Creates the service over a running batcher.
+    pub fn new(
+        batcher: Batcher,
+        metrics: Arc<Metrics>,
+        names: ModelNames,
+        max_text_bytes: usize,
+    ) -> Self {
+        Self {
+            batcher,
+            metrics,
+            names,
+            max_text_bytes,
+        }
+    }
+}
+
+/// Validates a request and turns it into engine input.
+///
+/// Errors (all INVALID_ARGUMENT): empty text, text or scan_text not UTF-8,
+/// more than `max_text_bytes` bytes in total, unknown signal names.
+pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyInput, Status> {
+    let total = req.text.len() + req.scan_text.len();
+    if total > max_text_bytes {
+        return Err(Status::invalid_argument(format!(
+            "text is {total} bytes, above the limit of {max_text_bytes} bytes"
+        )));
+    }
+    let text = String::from_utf8(req.text).map_err(|e| {
+        Status::invalid_argument(format!(
+            "text is not valid UTF-8 (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let scan_text = String::from_utf8(req.scan_text).map_err(|e| {
+        Status::invalid_argument(format!(
+            "scan_text is not valid UTF-8 (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() && scan_text.trim().is_empty() {
+        return Err(Status::invalid_argument("text is empty"));
+    }
+    let signals = SignalSet::parse(&req.signals).map_err(Status::invalid_argument)?;
+    Ok(ClassifyInput {
+        text,
+        scan_text,
+        signals,
+    })
+}
+
+/// Converts engine output to the wire response.
+pub fn to_response(
+    request_id: String,
+    out: ClassifyOutput,
+    queue_us: u64,
+    total_us: u64,
+    names: &ModelNames,
+) -> ClassifyResponse {
+    ClassifyResponse {
+        request_id,
+        domain: out.domain.map(|d| DomainResult {
+            label: d.label,
+            confidence: d.confidence,
+            distribution: d
+                .distribution
+                .into_iter()
+                .map(|(label, score)| LabelScore { label, score })
+                .collect(),
+        }),
+        jailbreak: out.jailbreak.map(|j| JailbreakResult {
+            score: j.score.max(0.0),
+            windows: j.windows,
+            window_start: j.window.0 as u32,
+            window_end: j.window.1 as u32,
+            in_scan_text: j.window.2 == Part::ScanText,
+        }),
+        pii: out.pii.map(|entities| PiiResult {
+            entities: entities
+                .into_iter()
+                .map(|p| PiiEntity {
+                    r#type: p.entity.kind.to_string(),
+                    start: p.entity.start as u32,
+                    end: p.entity.end as u32,
+                    score: p.entity.score,
+                    source: match p.entity.source {
+                        Source::Model => PiiSource::Model,
+                        Source::Pattern => PiiSource::Pattern,
+                    } as i32,
+                    in_scan_text: p.part == Part::ScanText,
+                })
+                .collect(),
+        }),
+        truncated: out.truncated,
+        input_tokens: out.input_tokens,
+        models: names
+            .entries
+            .iter()
+            .map(|(signal, name)| ModelInfo {
+                signal: signal.to_string(),
+                name: name.clone(),
+            })
+            .collect(),
+        timings: Some(Timings {
+            queue_us,
+            tokenize_us: out.timings.tokenize_us,
+            inference_us: out.timings.inference_us,
+            postprocess_us: out.timings.postprocess_us,
+            total_us,
+        }),
+    }
+}
+
+fn code_name(code: tonic::Code) -> String {
+    format!("{code:?}").to_lowercase()
+}
+
+#[tonic::async_trait]
+impl Classifier for ClassifierService {
+    async fn classify(
+        &self,
+        request: Request<ClassifyRequest>,
+    ) -> Result<Response<ClassifyResponse>, Status> {
+        let started = Instant::now();
+        let req = request.into_inner();
+        let request_id = req.request_id.clone();
+        let result = async {
+            let input = validate(req, self.max_text_bytes)?;
+            let signals = input.signals;
+            for (on, name) in [
+                (signals.domain, "domain"),
+                (signals.jailbreak, "jailbreak"),
+                (signals.pii, "pii"),
+            ] {
+                if on {
+                    self.metrics
+                        .signal_requests
+                        .get_or_create(&SignalLabel {
+                            signal: name.into(),
+                        })
+                        .inc();
+                }
+            }
+            let (out, queue_us) = self.batcher.classify(input).await.map_err(|e| match e {
+                BatchError::Overloaded(_) | BatchError::Stopped => {
+                    Status::unavailable(e.to_string())
+                }
+                BatchError::Engine(m) => Status::internal(m),
+            })?;
+            if out.truncated {
+                self.metrics.truncated.inc();
+            }
+            let model_s = (out.timings.tokenize_us
+                + out.timings.inference_us
+                + out.timings.postprocess_us) as f64
+                / 1e6;
+            for (on, name) in [
+                (signals.domain, "domain"),
+                (signals.jailbreak, "jailbreak"),
+                (signals.pii, "pii"),
+            ] {
+                if on {
+                    self.metrics
+                        .signal_latency
+                        .get_or_create(&SignalLabel {
+                            signal: name.into(),
+                        })
+                        .observe(model_s);
+                }
+            }
+            let total_us = started.elapsed().as_micros() as u64;
+            Ok::<_, Status>(to_response(
+                request_id.clone(),
+                out,
+                queue_us,
+                total_us,
+                &self.names,
+            ))
+        }
+        .await;
+        let code = match &result {
+            Ok(_) => tonic::Code::Ok,
+            Err(s) => s.code(),
+        };
+        self.metrics
+            .requests
+            .get_or_create(&CodeLabel {
+                code: code_name(code),
+            })
+            .inc();
+        self.metrics
+            .request_latency
+            .observe(started.elapsed().as_secs_f64());
+        match &result {
+            Ok(r) => tracing::debug!(
+                request_id,
+                truncated = r.truncated,
+                us = started.elapsed().as_micros() as u64,
+                "classified"
+            ),
+            Err(s) => {
+                tracing::info!(request_id, code = ?s.code(), message = s.message(), "rejected")
+            }
+        }
+        result.map(Response::new)
+    }
+}
+
+/// A bound Unix socket that is removed when dropped.
+pub struct BoundSocket {
+    /// The listener (taken by [`serve`]).
+    pub listener: Option<UnixListener>,
+    path: PathBuf,
+}
+
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Binds `path` with permission bits `mode`, creating its directory.
+///
+/// A stale socket file (nothing accepting on it) is replaced; a live one
+/// (another daemon answers) or a non-socket file is an error.
+pub async fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<BoundSocket> {
+    use std::os::unix::fs::FileTypeExt;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!("cannot create socket directory {}: {e}", dir.display())
+        })?;
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            anyhow::bail!(
+                "{} exists and is not a socket; refusing to replace it",
+                path.display()
+            );
+        }
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            anyhow::bail!("{} is in use by a running daemon", path.display());
+        }
+        std::fs::remove_file(path)?;
+        tracing::info!(socket = %path.display(), "replaced stale socket file");
+    }
+    let listener = UnixListener::bind(path)
+        .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    Ok(BoundSocket {
+        listener: Some(listener),
+        path: path.to_owned(),
+    })
+}
+
+/// Serves until `shutdown` resolves, then drains in-flight calls and
+/// removes the socket file.
+pub async fn serve(
+    mut socket: BoundSocket,
+    service: ClassifierService,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<ClassifierServer<ClassifierService>>()
+        .await;
+    let listener = socket
+        .listener
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("socket already served"))?;
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(ClassifierServer::new(service))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await?;
+    drop(socket);
+    Ok(())
+}

@@ -1,0 +1,29 @@
+//! `semroute.v1`: the messages exchanged between the Envoy filter and the
+//! inference daemon, generated from `proto/semroute/v1/classifier.proto`.
+//!
+//! With the `grpc` feature the tonic `classifier_server` and
+//! `classifier_client` modules are generated too.
+
+#![allow(clippy::all)]
+
+/// Generated `semroute.v1` types.
+pub mod v1 {
+    include!(concat!(env!("OUT_DIR"), "/semroute.v1.rs"));
+}
+
+/// Fully qualified gRPC service name, as used in `dispatch_grpc_call`.
+pub const CLASSIFIER_SERVICE: &str = "semroute.v1.Classifier";
+/// Method name of the classification call.
+pub const CLASSIFY_METHOD: &str = "Classify";
+
+/// Signal names accepted in `ClassifyRequest.signals`.
+pub mod signal {
+    /// Domain / intent category.
+    pub const DOMAIN: &str = "domain";
+    /// Jailbreak / prompt-injection probability.
+    pub const JAILBREAK: &str = "jailbreak";
+    /// Personal data entities.
+    pub const PII: &str = "pii";
+    /// All known signal names.
+    pub const ALL: [&str; 3] = [DOMAIN, JAILBREAK, PII];
+}

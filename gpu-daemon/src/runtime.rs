@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use ort::environment::Environment;
+use ort::environment::{Environment, GlobalThreadPoolOptions};
 use ort::ep::ExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
@@ -59,9 +59,18 @@ pub fn environment(config: &RuntimeConfig) -> Result<&'static Environment, Runti
             return Err("file not found".to_string());
         }
         let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
+        // One thread pool for every session: the engine runs sessions one
+        // after another, and per-session pools would spin against each other
+        // on small machines.
+        let pool = GlobalThreadPoolOptions::default()
+            .with_intra_threads(intra_threads(config))
+            .and_then(|p| p.with_inter_threads(config.inter_threads))
+            .and_then(|p| p.with_spin_control(true))
+            .map_err(|e| e.to_string())?;
         builder
             .with_name("semroute")
             .with_telemetry(false)
+            .with_global_thread_pool(pool)
             .build()
             .map_err(|e| e.to_string())
     });
@@ -83,30 +92,31 @@ pub enum ActiveProvider {
     CpuFallback(ExecutionProviderKind),
 }
 
-/// Builds a session for `model` with the configured threads and provider.
+/// Intra-op threads: the configured number, or one per core for 0.
+pub fn intra_threads(config: &RuntimeConfig) -> usize {
+    if config.intra_threads == 0 {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    } else {
+        config.intra_threads
+    }
+}
+
+/// Builds a session for `model` on the process-wide thread pool with the
+/// configured provider.
 ///
 /// Settings follow the measurements in the design: sequential execution,
-/// graph optimisation level 3 (all), memory arena and spinning on.
+/// all graph optimisations, memory arena and spinning on.
 pub fn build_session(
     config: &RuntimeConfig,
     model: &Path,
 ) -> Result<(Session, ActiveProvider), RuntimeError> {
     let env = environment(config)?;
     let ctx = || format!("session for {}", model.display());
-    let threads = if config.intra_threads == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    } else {
-        config.intra_threads
-    };
     let mut builder = Session::builder(env)
         .map_err(|e| RuntimeError::ort(ctx(), e))?
-        .with_optimization_level(GraphOptimizationLevel::Level3)
-        .map_err(|e| RuntimeError::ort(ctx(), e))?
-        .with_intra_threads(threads)
-        .map_err(|e| RuntimeError::ort(ctx(), e))?
-        .with_inter_threads(config.inter_threads)
+        .with_optimization_level(GraphOptimizationLevel::All)
         .map_err(|e| RuntimeError::ort(ctx(), e))?
         .with_parallel_execution(false)
         .map_err(|e| RuntimeError::ort(ctx(), e))?

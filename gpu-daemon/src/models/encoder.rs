@@ -76,24 +76,31 @@ impl SentenceEncoder {
                 "token_type_ids" => Tensor::from_array(types).map_err(err)?,
             ])
             .map_err(err)?;
-        let hidden = outputs[0].try_extract_array::<f32>().map_err(err)?;
-        let shape = hidden.shape().to_vec();
-        if shape.len() != 3 || shape[0] != seqs.len() || shape[2] != self.hidden {
+        let (shape, data) = outputs[0].try_extract_tensor::<f32>().map_err(err)?;
+        let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
+        if dims.len() != 3 || dims[0] != seqs.len() || dims[2] != self.hidden {
             return Err(ModelError::Invalid {
                 path: self.name.clone().into(),
-                message: format!("unexpected encoder output shape {shape:?}"),
+                message: format!("unexpected encoder output shape {dims:?}"),
             });
         }
-        let mut pooled = Array2::<f32>::zeros((seqs.len(), self.hidden));
+        let (width, hidden) = (dims[1], dims[2]);
+        let mut pooled = Array2::<f32>::zeros((seqs.len(), hidden));
         for (b, &len) in lens.iter().enumerate() {
+            let len = len.min(width);
             let mut row = pooled.row_mut(b);
-            for t in 0..len.min(shape[1]) {
-                for h in 0..self.hidden {
-                    row[h] += hidden[[b, t, h]];
-                }
+            let Some(acc) = row.as_slice_mut() else {
+                continue;
+            };
+            let base = b * width * hidden;
+            for t in 0..len {
+                let Some(tok) = data.get(base + t * hidden..base + (t + 1) * hidden) else {
+                    break;
+                };
+                acc.iter_mut().zip(tok).for_each(|(a, v)| *a += v);
             }
-            let n = len.min(shape[1]).max(1) as f32;
-            row.mapv_inplace(|v| v / n);
+            let n = len.max(1) as f32;
+            acc.iter_mut().for_each(|v| *v /= n);
         }
         Ok(pooled)
     }

@@ -143,6 +143,8 @@ eval: build
 	$(PYTHON) -c 'import numpy' 2>/dev/null || $(PIP) install --quiet numpy
 	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR)
 	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR)
+	$(CARGO) build --release -p semroute-filter --example compress_jsonl
+	$(PYTHON) scripts/eval_compression.py --eval-dir $(EVAL_DIR)
 
 # ---------------------------------------------------------------- bench
 

@@ -23,6 +23,7 @@ fn workspace_root() -> PathBuf {
 struct Daemon {
     child: Child,
     socket: PathBuf,
+    metrics_port: u16,
     _dir: tempfile::TempDir,
 }
 
@@ -42,6 +43,10 @@ fn free_port() -> u16 {
 }
 
 fn start_daemon() -> Daemon {
+    start_daemon_with(&[])
+}
+
+fn start_daemon_with(extra_args: &[&str]) -> Daemon {
     let root = workspace_root();
     let ort = std::env::var_os("ORT_DYLIB_PATH")
         .map(PathBuf::from)
@@ -57,10 +62,12 @@ fn start_daemon() -> Daemon {
     );
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("daemon.sock");
+    let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
         .args(["serve", "--socket"])
         .arg(&socket)
-        .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
+        .args(extra_args)
         .env("ORT_DYLIB_PATH", &ort)
         .current_dir(&root)
         .stdout(Stdio::null())
@@ -70,6 +77,7 @@ fn start_daemon() -> Daemon {
     let mut d = Daemon {
         child,
         socket,
+        metrics_port,
         _dir: dir,
     };
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -265,4 +273,109 @@ async fn bad_input_gets_invalid_argument_and_daemon_keeps_serving() {
     for h in handles {
         assert!(h.await.unwrap().domain.is_some());
     }
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_and_unavailable_gpu_falls_back_to_cpu() {
+    // This machine's ONNX Runtime has no CUDA provider: the daemon must log a
+    // warning and serve on the CPU instead of failing.
+    let daemon = start_daemon_with(&["--execution-provider", "cuda"]);
+    let mut client = ClassifierClient::new(connect(&daemon.socket).await);
+    let r = classify(
+        &mut client,
+        "Which enzyme unwinds DNA during replication?",
+        &["domain"],
+    )
+    .await;
+    assert!(r.domain.is_some());
+    let _ = client
+        .classify(ClassifyRequest {
+            text: b"x".to_vec(),
+            signals: vec!["nope".into()],
+            ..Default::default()
+        })
+        .await
+        .expect_err("unknown signal");
+    let body = http_get(daemon.metrics_port, "/metrics");
+    assert!(
+        body.starts_with("HTTP/1.1 200") || body.starts_with("HTTP/1.0 200"),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"semroute_daemon_classify_requests_total{code="ok"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains(r#"semroute_daemon_classify_requests_total{code="invalidargument"} 1"#),
+        "{body}"
+    );
+    assert!(
+        body.contains("semroute_daemon_signal_latency_seconds_bucket"),
+        "{body}"
+    );
+    assert!(body.contains("semroute_daemon_batch_size"), "{body}");
+}
+
+#[test]
+fn invalid_config_exits_non_zero_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("bad.toml");
+    std::fs::write(&cfg, "[limits]\nmax_seq_len = 2\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
+        .args(["serve", "--config"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("limits.max_seq_len"), "{err}");
+}
+
+#[test]
+fn classify_cli_prints_one_json_line_per_input() {
+    let root = workspace_root();
+    let ort = root.join("build/onnxruntime/libonnxruntime.so");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
+        .args(["classify", "--signals", "domain,pii"])
+        .env(
+            "ORT_DYLIB_PATH",
+            std::env::var_os("ORT_DYLIB_PATH")
+                .map(PathBuf::from)
+                .unwrap_or(ort),
+        )
+        .current_dir(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, r#"{{"text": "Solve the integral of 2x dx."}}"#).unwrap();
+        writeln!(stdin, "not json").unwrap();
+        writeln!(stdin, r#"{{"text": "call me at (555) 123-4567"}}"#).unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["domain"]["label"], "math");
+    assert!(lines[0].get("jailbreak").is_none());
+    assert!(lines[1]["error"].as_str().unwrap().contains("line 2"));
+    assert_eq!(lines[2]["pii"][0]["type"], "PHONE_NUMBER");
+    assert_eq!(lines[2]["pii"][0]["start"], 11);
 }

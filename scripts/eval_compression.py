@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Decision agreement with and without compression on long prompts.
+
+Builds long prompts from the evaluation data: a target text (an MMLU-Pro
+question, a jailbreak or benign prompt, a PII text) embedded at a depth of
+10%, 50% or 90% inside 2K-32K tokens of other text (MMLU-Pro questions of
+other categories, shuffled). Each prompt is classified twice by the daemon
+(`semroute-daemon classify`): whole, and after the filter's compression to
+its token budget (`compress_jsonl`, the filter's own compressor compiled
+natively). Reported per length:
+
+- domain agreement: same domain label;
+- jailbreak agreement: same decision at the filter's threshold;
+- PII entity recall: entities (type and value) found in the whole prompt that
+  are also found in the compressed one.
+
+The whole prompts are classified with a window cap high enough to see every
+token (never truncated), so the comparison is against the full decision.
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JB_THRESHOLD = 0.8  # the filter's default jailbreak threshold (envoy.yaml)
+LENGTHS = [2000, 8000, 16000, 32000]
+DEPTHS = [0.1, 0.5, 0.9]
+
+
+def read_jsonl(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def run_jsonl(cmd, rows, **kw):
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+        path = f.name
+    try:
+        with open(path, encoding="utf-8") as stdin:
+            out = subprocess.run(cmd, stdin=stdin, check=True, capture_output=True, text=True, cwd=ROOT, **kw).stdout
+    finally:
+        os.remove(path)
+    lines = out.splitlines()
+    assert len(lines) == len(rows), (len(lines), len(rows))
+    return [json.loads(l) for l in lines]
+
+
+def approx_tokens(text):
+    return int(len(text.split()) * 1.35)
+
+
+def build_prompt(target, filler_pool, rng, length, depth):
+    """Target text at `depth` inside filler of about `length` tokens."""
+    filler = []
+    total = approx_tokens(target)
+    while total < length:
+        t = rng.choice(filler_pool)
+        filler.append(t)
+        total += approx_tokens(t)
+    k = int(len(filler) * depth)
+    return "\n\n".join(filler[:k] + [target] + filler[k:])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--eval-dir", default=os.path.join(ROOT, "../shared/eval"))
+    ap.add_argument("--per-cell", type=int, default=4, help="prompts per (length, depth) and signal")
+    ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+    args = ap.parse_args()
+    lengths = [int(x) for x in args.lengths.split(",")]
+    rng = random.Random(0)
+    daemon = os.path.join(ROOT, "target/release/semroute-daemon")
+    compressor = os.path.join(ROOT, "target/release/examples/compress_jsonl")
+    for p in (daemon, compressor):
+        if not os.path.exists(p):
+            sys.exit(f"{p} missing: run `make build`")
+
+    domain = read_jsonl(os.path.join(args.eval_dir, "domain/mmlu_pro_train.jsonl"))
+    jail = read_jsonl(os.path.join(args.eval_dir, "jailbreak/jailbreak_vs_benign.jsonl"))
+    pii = [r for r in read_jsonl(os.path.join(args.eval_dir, "pii/presidio_synth_v2.jsonl")) if r["entities"]]
+    rng.shuffle(domain)
+    filler_pool = [r["text"] for r in domain[:3000]]
+    targets = {
+        "domain": [r["text"] for r in domain[3000:]],
+        "jailbreak": [r["text"] for r in jail if r["label"] == "jailbreak"] + [r["text"] for r in jail if r["label"] == "benign"],
+        "pii": [r["text"] for r in pii],
+    }
+    for v in targets.values():
+        rng.shuffle(v)
+
+    cases = []  # (signal, length, depth, text)
+    for signal in ("domain", "jailbreak", "pii"):
+        i = 0
+        for length in lengths:
+            for depth in DEPTHS:
+                for _ in range(args.per_cell):
+                    t = targets[signal][i % len(targets[signal])]
+                    i += 1
+                    cases.append((signal, length, depth, build_prompt(t, filler_pool, rng, length, depth)))
+
+    t0 = time.time()
+    comp = run_jsonl([compressor], [{"text": c[3]} for c in cases])
+    compress_s = time.time() - t0
+    # Whole prompts: windows for every token (no truncation), so the
+    # comparison is against the decision on the full text.
+    cfg = os.path.join(tempfile.gettempdir(), "semroute-eval-daemon.toml")
+    with open(cfg, "w") as f:
+        f.write("[limits]\nmax_windows = 1000\nmax_text_bytes = 16777216\n")
+    rows_full = [{"text": c[3]} for c in cases]
+    rows_comp = [{"text": r["text"]} for r in comp]
+    sig_of = lambda s: s
+
+    def classify(rows, signal):
+        return run_jsonl([daemon, "classify", "--config", cfg, "--signals", signal], rows)
+
+    results = {}
+    t1 = time.time()
+    for signal in ("domain", "jailbreak", "pii"):
+        idx = [i for i, c in enumerate(cases) if c[0] == signal]
+        full = classify([rows_full[i] for i in idx], sig_of(signal))
+        small = classify([rows_comp[i] for i in idx], sig_of(signal))
+        for j, i in enumerate(idx):
+            results[i] = (full[j], small[j])
+    classify_s = time.time() - t1
+
+    print(f"## Decisions with and without compression ({len(cases)} long prompts; "
+          f"targets at depths {DEPTHS}; budget 512 tokens)")
+    print()
+    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | PII entity recall | full truncated |")
+    print("|---|---|---|---|---|---|")
+    for length in lengths:
+        dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
+        jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
+        pi = [results[i] for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]
+        kept = sorted(comp[i]["kept_tokens"] for i, c in enumerate(cases) if c[1] == length)
+        d_agree = sum(f["domain"]["label"] == s["domain"]["label"] for f, s in dom) / max(len(dom), 1)
+        j_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in jb) / max(len(jb), 1)
+        found = total = 0
+        for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
+            full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
+            fb, sb = full_text.encode(), small_text.encode()
+            small_ents = {(e["type"], sb[e["start"]:e["end"]].decode("utf-8", "replace")) for e in s.get("pii", [])}
+            for e in f.get("pii", []):
+                total += 1
+                found += (e["type"], fb[e["start"]:e["end"]].decode("utf-8", "replace")) in small_ents
+        trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
+        print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {j_agree:.3f} ({len(jb)}) | "
+              f"{found / max(total, 1):.3f} ({total}) | {trunc} |")
+    print()
+    print(f"compression of all prompts: {compress_s:.1f} s; classification: {classify_s:.0f} s")
+    print("Targets of the reference implementation (its own report): domain 68%, jailbreak 72%, PII recall 98%.")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+//! Compresses JSON lines with the filter's compressor, natively: one
+//! `{"text": ..., "budget_tokens": N?}` per input line (stdin), one
+//! `{"text", "original_tokens", "kept_tokens", "compressed", "finish_us", ...}`
+//! per output line. Used by `scripts/eval_compression.py` to compare
+//! decisions with and without compression on the very text the filter would
+//! send.
+//!
+//! `cargo run --release -p semroute-filter --example compress_jsonl < in.jsonl`
+
+use std::io::{BufRead, Write};
+
+use semroute_filter::compression::{CompressionConfig, PromptBuilder};
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for line in stdin.lock().lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&line)?;
+        let text = v.get("text").and_then(|t| t.as_str()).unwrap_or_default();
+        let mut config = CompressionConfig::default();
+        if let Some(b) = v.get("budget_tokens").and_then(|b| b.as_u64()) {
+            config.budget_tokens = u32::try_from(b)?;
+        }
+        let mut builder = PromptBuilder::new(&config);
+        builder.push_str(text);
+        builder.end_segment();
+        let c = builder.finish(&[]);
+        let result = serde_json::json!({
+            "text": c.text,
+            "original_tokens": c.original_tokens,
+            "kept_tokens": c.kept_tokens,
+            "compressed": c.compressed,
+            "finish_us": c.finish_us,
+            "sentences": c.sentences,
+            "kept_sentences": c.kept_sentences,
+            "risk_flagged_sentences": c.risk_flagged_sentences,
+            "overflow": c.overflow,
+        });
+        writeln!(out, "{result}")?;
+    }
+    Ok(())
+}

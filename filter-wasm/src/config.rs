@@ -1,0 +1,518 @@
+//! Filter configuration: the JSON in Envoy's wasm `configuration` (or an Istio
+//! WasmPlugin's `pluginConfig`).
+//!
+//! [`FilterConfig::from_json`] is the only constructor: it rejects unknown
+//! fields and values out of range with a message that names the field, so a
+//! bad configuration fails at load (`on_configure` returns false) instead of
+//! on the first request.
+//!
+//! Minimal example (every other field has a default):
+//! ```json
+//! { "default_model": "general-model" }
+//! ```
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::prompt::CompressionConfig;
+
+/// A configuration that could not be loaded.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ConfigError {
+    /// Not JSON, a missing required field, an unknown field or a wrong type
+    /// (serde's message names the field).
+    #[error("invalid filter configuration: {0}")]
+    Parse(String),
+    /// A field with a value out of range.
+    #[error("invalid filter configuration: field `{field}`: {reason}")]
+    Invalid {
+        /// Dotted path of the field, e.g. `decisions[2].model`.
+        field: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+}
+
+fn invalid(field: impl Into<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        reason: reason.into(),
+    }
+}
+
+/// What happens when the daemon cannot classify a request in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureMode {
+    /// Route to the default model and add `x-semroute-fallback`.
+    #[default]
+    Open,
+    /// Answer 503 with an OpenAI-style error.
+    Closed,
+}
+
+/// How the daemon is reached.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Envoy cluster of the daemon's Unix socket (HTTP/2).
+    pub cluster: String,
+    /// Deadline of one Classify call, milliseconds (1..=60000).
+    pub timeout_ms: u64,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            cluster: "semroute_daemon".into(),
+            timeout_ms: 300,
+        }
+    }
+}
+
+/// Size and shape limits on request bodies.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest body accepted, bytes; larger bodies get 413.
+    pub max_body_bytes: u64,
+    /// Deepest JSON nesting accepted; deeper bodies get 400.
+    pub max_depth: usize,
+    /// Bodies whose `content-length` is at most this many bytes are scanned
+    /// in one pass at end of stream instead of chunk by chunk.
+    pub small_body_bytes: u64,
+    /// Most bytes of earlier user turns and tool output sent as `scan_text`.
+    pub max_scan_text_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: 8 * 1024 * 1024,
+            max_depth: 64,
+            small_body_bytes: 16 * 1024,
+            max_scan_text_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Conditions of one decision rule; all present conditions must hold.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Conditions {
+    /// Domain categories (any of; case-insensitive). Empty: any category.
+    pub categories: Vec<String>,
+    /// Minimum domain confidence, 0..=1.
+    pub min_confidence: Option<f32>,
+    /// Minimum jailbreak score, 0..=1.
+    pub min_jailbreak_score: Option<f32>,
+    /// Maximum jailbreak score, 0..=1.
+    pub max_jailbreak_score: Option<f32>,
+    /// PII entity types of which at least one must be present.
+    pub pii_types: Vec<String>,
+    /// Requested `model` values (the auto name or one of its aliases).
+    pub requested_models: Vec<String>,
+}
+
+/// One routing rule: when the conditions hold, route to `model`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    /// Name reported in `x-semroute-decision`.
+    pub name: String,
+    /// Target model: goes into `x-semroute-model` and the body's `model`.
+    pub model: String,
+    /// When the rule applies.
+    #[serde(default)]
+    pub when: Conditions,
+    /// PII entity types allowed for requests routed by this rule; overrides
+    /// `pii.allow` when present.
+    #[serde(default)]
+    pub pii_allow: Option<Vec<String>>,
+}
+
+/// What to do with a detected jailbreak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JailbreakAction {
+    /// 403 with an OpenAI-style error; nothing reaches an upstream.
+    #[default]
+    Block,
+    /// Forward, adding `x-semroute-jailbreak: <score>`.
+    Mark,
+}
+
+/// Jailbreak / prompt-injection policy.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JailbreakPolicy {
+    /// Whether the signal is requested and acted on.
+    pub enabled: bool,
+    /// Score at or above which a request counts as a jailbreak, 0..=1.
+    pub threshold: f32,
+    /// Block or mark.
+    pub action: JailbreakAction,
+}
+
+impl Default for JailbreakPolicy {
+    fn default() -> Self {
+        JailbreakPolicy {
+            enabled: true,
+            threshold: 0.8,
+            action: JailbreakAction::Block,
+        }
+    }
+}
+
+/// What to do with personal data that is not allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PiiAction {
+    /// 403 with an OpenAI-style error.
+    #[default]
+    Block,
+    /// Route to `pii.route_model` (e.g. a model served locally).
+    Route,
+}
+
+/// PII policy.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PiiPolicy {
+    /// Whether the signal is requested and acted on.
+    pub enabled: bool,
+    /// Entity types allowed everywhere unless a decision overrides them
+    /// (case-insensitive, e.g. `DATE_TIME`).
+    pub allow: Vec<String>,
+    /// Entities scoring below this are ignored, 0..=1.
+    pub min_score: f32,
+    /// Block or route.
+    pub action: PiiAction,
+    /// Model for [`PiiAction::Route`].
+    pub route_model: Option<String>,
+}
+
+impl Default for PiiPolicy {
+    fn default() -> Self {
+        PiiPolicy {
+            enabled: true,
+            allow: Vec::new(),
+            min_score: 0.5,
+            action: PiiAction::Block,
+            route_model: None,
+        }
+    }
+}
+
+/// The request paths the filter inspects (POST only).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Paths {
+    /// Chat Completions API path.
+    pub chat_completions: String,
+    /// Responses API path.
+    pub responses: String,
+}
+
+impl Default for Paths {
+    fn default() -> Self {
+        Paths {
+            chat_completions: "/v1/chat/completions".into(),
+            responses: "/v1/responses".into(),
+        }
+    }
+}
+
+/// The validated filter configuration.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterConfig {
+    /// Daemon cluster and timeout.
+    #[serde(default)]
+    pub daemon: DaemonConfig,
+    /// Fail open or closed when the daemon does not answer.
+    #[serde(default)]
+    pub failure_mode: FailureMode,
+    /// Requested `model` value that asks the router to choose.
+    #[serde(default = "default_auto_model")]
+    pub auto_model: String,
+    /// Further `model` values treated like `auto_model`.
+    #[serde(default)]
+    pub auto_aliases: Vec<String>,
+    /// Model for auto requests no rule matches, and for fail-open.
+    pub default_model: String,
+    /// Ordered rules; the first that matches wins.
+    #[serde(default)]
+    pub decisions: Vec<Decision>,
+    /// Jailbreak policy.
+    #[serde(default)]
+    pub jailbreak: JailbreakPolicy,
+    /// PII policy.
+    #[serde(default)]
+    pub pii: PiiPolicy,
+    /// Body limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Prompt compression settings, passed to the compression module.
+    #[serde(default)]
+    pub compression: CompressionConfig,
+    /// Prefix of every header the filter sets (and strips from clients).
+    #[serde(default = "default_header_prefix")]
+    pub header_prefix: String,
+    /// Paths inspected.
+    #[serde(default)]
+    pub paths: Paths,
+}
+
+fn default_auto_model() -> String {
+    "auto".into()
+}
+
+fn default_header_prefix() -> String {
+    "x-semroute-".into()
+}
+
+fn check_unit(field: String, v: Option<f32>) -> Result<(), ConfigError> {
+    match v {
+        Some(x) if !(0.0..=1.0).contains(&x) => Err(invalid(field, "must be between 0 and 1")),
+        _ => Ok(()),
+    }
+}
+
+/// A model name must be usable as a header value.
+fn check_model(field: String, name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() {
+        return Err(invalid(field, "must not be empty"));
+    }
+    if name.len() > 256 || !name.bytes().all(|b| (0x21..0x7f).contains(&b)) {
+        return Err(invalid(
+            field,
+            "must be at most 256 visible ASCII characters",
+        ));
+    }
+    Ok(())
+}
+
+impl FilterConfig {
+    /// Parses and validates a configuration.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`] for malformed JSON, unknown or missing fields;
+    /// [`ConfigError::Invalid`] naming the first field out of range.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
+        let config: FilterConfig =
+            serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.daemon.cluster.is_empty() {
+            return Err(invalid("daemon.cluster", "must not be empty"));
+        }
+        if !(1..=60_000).contains(&self.daemon.timeout_ms) {
+            return Err(invalid("daemon.timeout_ms", "must be between 1 and 60000"));
+        }
+        check_model("auto_model".into(), &self.auto_model)?;
+        for (i, a) in self.auto_aliases.iter().enumerate() {
+            check_model(format!("auto_aliases[{i}]"), a)?;
+        }
+        check_model("default_model".into(), &self.default_model)?;
+        let mut names: Vec<&str> = Vec::new();
+        for (i, d) in self.decisions.iter().enumerate() {
+            if d.name.is_empty()
+                || d.name.len() > 128
+                || !d.name.bytes().all(|b| (0x21..0x7f).contains(&b))
+            {
+                return Err(invalid(
+                    format!("decisions[{i}].name"),
+                    "must be 1..=128 visible ASCII characters",
+                ));
+            }
+            if names.contains(&d.name.as_str()) {
+                return Err(invalid(
+                    format!("decisions[{i}].name"),
+                    format!("duplicate decision name {:?}", d.name),
+                ));
+            }
+            names.push(&d.name);
+            check_model(format!("decisions[{i}].model"), &d.model)?;
+            check_unit(
+                format!("decisions[{i}].when.min_confidence"),
+                d.when.min_confidence,
+            )?;
+            check_unit(
+                format!("decisions[{i}].when.min_jailbreak_score"),
+                d.when.min_jailbreak_score,
+            )?;
+            check_unit(
+                format!("decisions[{i}].when.max_jailbreak_score"),
+                d.when.max_jailbreak_score,
+            )?;
+        }
+        if !(self.jailbreak.threshold > 0.0 && self.jailbreak.threshold <= 1.0) {
+            return Err(invalid(
+                "jailbreak.threshold",
+                "must be greater than 0 and at most 1",
+            ));
+        }
+        check_unit("pii.min_score".into(), Some(self.pii.min_score))?;
+        match (&self.pii.action, &self.pii.route_model) {
+            (PiiAction::Route, None) => {
+                return Err(invalid(
+                    "pii.route_model",
+                    "required when pii.action is \"route\"",
+                ));
+            }
+            (_, Some(m)) => check_model("pii.route_model".into(), m)?,
+            _ => {}
+        }
+        let l = &self.limits;
+        if !(1..=(256 * 1024 * 1024)).contains(&l.max_body_bytes) {
+            return Err(invalid(
+                "limits.max_body_bytes",
+                "must be between 1 and 268435456",
+            ));
+        }
+        if !(2..=1024).contains(&l.max_depth) {
+            return Err(invalid("limits.max_depth", "must be between 2 and 1024"));
+        }
+        if l.max_scan_text_bytes > 16 * 1024 * 1024 {
+            return Err(invalid(
+                "limits.max_scan_text_bytes",
+                "must be at most 16777216",
+            ));
+        }
+        if let Err(e) = self.compression.validate() {
+            return Err(invalid(format!("compression.{}", e.field), e.message));
+        }
+        let p = &self.header_prefix;
+        if p.is_empty()
+            || p.len() > 64
+            || !p.ends_with('-')
+            || !p
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        {
+            return Err(invalid(
+                "header_prefix",
+                "must be lowercase letters, digits and '-', ending in '-'",
+            ));
+        }
+        for (field, path) in [
+            ("paths.chat_completions", &self.paths.chat_completions),
+            ("paths.responses", &self.paths.responses),
+        ] {
+            if !path.starts_with('/') {
+                return Err(invalid(field, "must start with '/'"));
+            }
+        }
+        Ok(())
+    }
+
+    /// True when `model` asks the router to choose.
+    pub fn is_auto(&self, model: &str) -> bool {
+        model == self.auto_model || self.auto_aliases.iter().any(|a| a == model)
+    }
+
+    /// Full name of a header the filter sets, e.g. `header("model")` is
+    /// `x-semroute-model` with the default prefix.
+    pub fn header(&self, suffix: &str) -> String {
+        format!("{}{}", self.header_prefix, suffix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minimal_config_gets_defaults() {
+        let c = FilterConfig::from_json(br#"{"default_model":"general-model"}"#).unwrap();
+        assert_eq!(c.auto_model, "auto");
+        assert_eq!(c.daemon.cluster, "semroute_daemon");
+        assert_eq!(c.failure_mode, FailureMode::Open);
+        assert!(c.is_auto("auto"));
+        assert_eq!(c.header("model"), "x-semroute-model");
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let e = FilterConfig::from_json(br#"{"default_model":"m","bogus":1}"#).unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = FilterConfig::from_json(br#"{"default_model":"m","jailbreak":{"treshold":0.5}}"#)
+            .unwrap_err();
+        assert!(e.to_string().contains("treshold"), "{e}");
+    }
+
+    #[test]
+    fn missing_default_model_is_named() {
+        let e = FilterConfig::from_json(b"{}").unwrap_err();
+        assert!(e.to_string().contains("default_model"), "{e}");
+    }
+
+    #[test]
+    fn out_of_range_values_are_named() {
+        let cases: &[(&str, &str)] = &[
+            (
+                r#"{"default_model":"m","daemon":{"timeout_ms":0}}"#,
+                "daemon.timeout_ms",
+            ),
+            (
+                r#"{"default_model":"m","jailbreak":{"threshold":1.5}}"#,
+                "jailbreak.threshold",
+            ),
+            (
+                r#"{"default_model":"m","pii":{"action":"route"}}"#,
+                "pii.route_model",
+            ),
+            (
+                r#"{"default_model":"m","decisions":[{"name":"a","model":""}]}"#,
+                "decisions[0].model",
+            ),
+            (
+                r#"{"default_model":"m","decisions":[{"name":"a","model":"x"},{"name":"a","model":"y"}]}"#,
+                "decisions[1].name",
+            ),
+            (
+                r#"{"default_model":"m","decisions":[{"name":"a","model":"x","when":{"min_confidence":2}}]}"#,
+                "min_confidence",
+            ),
+            (
+                r#"{"default_model":"m","header_prefix":"X-Bad"}"#,
+                "header_prefix",
+            ),
+            (
+                r#"{"default_model":"m","limits":{"max_depth":1}}"#,
+                "limits.max_depth",
+            ),
+            (r#"{"default_model":"bad model"}"#, "default_model"),
+        ];
+        for (json, field) in cases {
+            let e = FilterConfig::from_json(json.as_bytes()).unwrap_err();
+            assert!(e.to_string().contains(field), "{json}: {e}");
+        }
+    }
+
+    #[test]
+    fn failure_mode_and_actions_parse() {
+        let c = FilterConfig::from_json(
+            br#"{"default_model":"m","failure_mode":"closed","jailbreak":{"action":"mark"},
+                "pii":{"action":"route","route_model":"local"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.failure_mode, FailureMode::Closed);
+        assert_eq!(c.jailbreak.action, JailbreakAction::Mark);
+        assert_eq!(c.pii.route_model.as_deref(), Some("local"));
+    }
+}

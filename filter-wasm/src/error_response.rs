@@ -1,0 +1,112 @@
+//! Local replies in the OpenAI error format:
+//! `{"error":{"message":"...","type":"...","code":"..."}}`.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use serde::Serialize;
+
+/// A local reply the filter sends instead of forwarding the request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorResponse {
+    /// HTTP status (400, 403, 413 or 503).
+    pub status: u16,
+    /// Human-readable message.
+    pub message: String,
+    /// OpenAI error type, e.g. `invalid_request_error`.
+    pub error_type: &'static str,
+    /// Machine-readable code, e.g. `invalid_json`.
+    pub code: &'static str,
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    error: Inner<'a>,
+}
+
+#[derive(Serialize)]
+struct Inner<'a> {
+    message: &'a str,
+    #[serde(rename = "type")]
+    error_type: &'a str,
+    code: &'a str,
+}
+
+impl ErrorResponse {
+    /// 400: the body is not valid JSON or not a usable request.
+    pub fn bad_request(message: impl Into<String>, code: &'static str) -> Self {
+        ErrorResponse {
+            status: 400,
+            message: message.into(),
+            error_type: "invalid_request_error",
+            code,
+        }
+    }
+
+    /// 403: blocked by the jailbreak or PII policy.
+    pub fn blocked(message: impl Into<String>, code: &'static str) -> Self {
+        ErrorResponse {
+            status: 403,
+            message: message.into(),
+            error_type: "invalid_request_error",
+            code,
+        }
+    }
+
+    /// 413: the body is larger than `limit` bytes.
+    pub fn too_large(limit: u64) -> Self {
+        ErrorResponse {
+            status: 413,
+            message: format!("request body is larger than the router's limit of {limit} bytes"),
+            error_type: "invalid_request_error",
+            code: "request_too_large",
+        }
+    }
+
+    /// 503: the classifier is unavailable and the router fails closed.
+    pub fn unavailable(reason: &str) -> Self {
+        ErrorResponse {
+            status: 503,
+            message: format!("the semantic router cannot classify this request ({reason})"),
+            error_type: "server_error",
+            code: "router_unavailable",
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Vec<u8> {
+        let body = Body {
+            error: Inner {
+                message: &self.message,
+                error_type: self.error_type,
+                code: self.code,
+            },
+        };
+        serde_json::to_vec(&body).unwrap_or_else(|_| {
+            br#"{"error":{"message":"error","type":"server_error","code":"internal"}}"#.to_vec()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_is_openai_shaped() {
+        let e = ErrorResponse::bad_request("bad \"json\"", "invalid_json");
+        let v: serde_json::Value = serde_json::from_slice(&e.body()).unwrap();
+        assert_eq!(v["error"]["message"], "bad \"json\"");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert_eq!(v["error"]["code"], "invalid_json");
+        assert_eq!(ErrorResponse::too_large(10).status, 413);
+        assert_eq!(ErrorResponse::unavailable("daemon-timeout").status, 503);
+    }
+}

@@ -1,0 +1,637 @@
+//! The per-request state machine, written against the small [`Host`] trait so
+//! it runs natively in tests; `shim` binds it to proxy-wasm.
+//!
+//! Request flow for `POST` to the Chat Completions or Responses path:
+//! 1. headers: client-sent `x-semroute-*` headers are removed (on every
+//!    request, before anything else); a `content-length` over the limit gets
+//!    413; the request pauses.
+//! 2. each body chunk: only the new bytes are read and fed to the scanner
+//!    (bodies whose `content-length` is at most `limits.small_body_bytes` are
+//!    scanned in one pass at end of stream); invalid JSON gets 400.
+//! 3. as soon as the conversation has been read and `model` is known (or the
+//!    body ended), the prompt is compressed and `Classify` is dispatched,
+//!    while the rest of the body may still be arriving.
+//! 4. the reply (or failure) becomes a [`Verdict`]. A rejection is answered at
+//!    once; a route is applied once the body is complete: route headers,
+//!    `model` spliced into the body, `content-length` corrected, resume.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::Duration;
+
+use prost::Message;
+use semroute_proto::signal;
+use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Reduction, Timings};
+use thiserror::Error;
+
+use crate::config::FilterConfig;
+use crate::error_response::ErrorResponse;
+use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
+use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
+use crate::prompt::TokenCalibration;
+use crate::request::{Api, ExtractError, Extractor, ModelValue};
+
+/// What the host should do with the stream after a callback.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Go on (headers / body forwarded).
+    Continue,
+    /// Stop iteration; for body callbacks, buffer what arrived.
+    Pause,
+}
+
+/// A host call that failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("host call {call} failed with status {status}")]
+pub struct HostError {
+    /// Name of the call.
+    pub call: &'static str,
+    /// Status the host returned.
+    pub status: u32,
+}
+
+/// The proxy-wasm host operations the filter needs.
+pub trait Host {
+    /// A request header value (`:method`, `:path` and other pseudo-headers too).
+    fn request_header(&self, name: &str) -> Option<String>;
+    /// Names of all request headers.
+    fn request_header_names(&self) -> Vec<String>;
+    /// Sets (replaces) a request header.
+    fn set_request_header(&mut self, name: &str, value: &str);
+    /// Removes a request header.
+    fn remove_request_header(&mut self, name: &str);
+    /// Sets (replaces) a response header.
+    fn set_response_header(&mut self, name: &str, value: &str);
+    /// Up to `len` bytes of the buffered request body from `start`.
+    fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>>;
+    /// Replaces the first `drain` bytes of the buffered request body with
+    /// `prefix` (Envoy supports replacing a prefix, not a middle range).
+    fn replace_body_prefix(&mut self, drain: usize, prefix: &[u8]) -> Result<(), HostError>;
+    /// Starts a unary gRPC call `semroute.v1.Classifier/Classify`.
+    fn dispatch_classify(
+        &mut self,
+        cluster: &str,
+        message: &[u8],
+        timeout: Duration,
+    ) -> Result<u32, HostError>;
+    /// The reply message of the finished gRPC call, `len` bytes.
+    fn grpc_response_body(&self, len: usize) -> Option<Vec<u8>>;
+    /// Sends a local reply instead of forwarding.
+    fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]);
+    /// Resumes a paused request.
+    fn resume_request(&mut self);
+    /// Current time in microseconds (any epoch).
+    fn now_us(&self) -> u64;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not a request the filter inspects.
+    Bypass,
+    /// Reading the body / waiting for the classification.
+    Scanning,
+    /// Forwarded upstream.
+    Forwarded,
+    /// A local reply was sent.
+    Replied,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    NotYet,
+    InFlight { token: u32, since_us: u64 },
+    Done,
+}
+
+/// Per-request filter state. Create one per HTTP stream.
+pub struct HttpFilter {
+    config: Rc<FilterConfig>,
+    calibration: Rc<Cell<TokenCalibration>>,
+    /// Estimated tokens of the text sent (for calibration).
+    sent_tokens_raw: u32,
+    phase: Phase,
+    scanner: Scanner,
+    extractor: Option<Extractor>,
+    scanned: usize,
+    small_body: bool,
+    end_of_stream: bool,
+    content_length: Option<u64>,
+    request_id: String,
+    started_us: u64,
+    scan_us: u64,
+    compress_us: u64,
+    daemon_us: Option<u64>,
+    daemon_timings: Option<Timings>,
+    call: Call,
+    verdict: Option<Verdict>,
+    applied: Option<Route>,
+}
+
+/// True when `v` can be sent as a header value: 1..=256 visible ASCII
+/// characters or spaces.
+fn header_value_ok(v: &str) -> bool {
+    !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+fn lower(s: &str) -> String {
+    s.to_ascii_lowercase()
+}
+
+fn ms(us: u64) -> String {
+    format!("{}.{:02}", us / 1000, (us % 1000) / 10)
+}
+
+impl HttpFilter {
+    /// A filter for one stream under `config`. `calibration` is shared by
+    /// all streams of a worker: replies refine the token estimate.
+    pub fn new(config: Rc<FilterConfig>, calibration: Rc<Cell<TokenCalibration>>) -> Self {
+        let depth = config.limits.max_depth;
+        HttpFilter {
+            config,
+            calibration,
+            sent_tokens_raw: 0,
+            phase: Phase::Bypass,
+            scanner: Scanner::new(depth),
+            extractor: None,
+            scanned: 0,
+            small_body: false,
+            end_of_stream: false,
+            content_length: None,
+            request_id: String::new(),
+            started_us: 0,
+            scan_us: 0,
+            compress_us: 0,
+            daemon_us: None,
+            daemon_timings: None,
+            call: Call::NotYet,
+            verdict: None,
+            applied: None,
+        }
+    }
+
+    /// The route applied to the forwarded request, if any.
+    pub fn applied_route(&self) -> Option<&Route> {
+        self.applied.as_ref()
+    }
+
+    fn reply<H: Host>(&mut self, host: &mut H, error: &ErrorResponse, decision: &str) -> Action {
+        let decision_header = self.config.header("decision");
+        let headers = [
+            ("content-type", "application/json"),
+            (decision_header.as_str(), decision),
+        ];
+        host.send_response(error.status, &headers, &error.body());
+        self.phase = Phase::Replied;
+        Action::Pause
+    }
+
+    /// Request headers arrived.
+    pub fn on_request_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) -> Action {
+        for name in host.request_header_names() {
+            if lower(&name).starts_with(&self.config.header_prefix) {
+                host.remove_request_header(&name);
+            }
+        }
+        let method = host.request_header(":method").unwrap_or_default();
+        let path = host.request_header(":path").unwrap_or_default();
+        let path = path.split('?').next().unwrap_or_default();
+        let api = if path == self.config.paths.chat_completions {
+            Api::ChatCompletions
+        } else if path == self.config.paths.responses {
+            Api::Responses
+        } else {
+            return Action::Continue;
+        };
+        if method != "POST" {
+            return Action::Continue;
+        }
+        if end_of_stream {
+            let e = ErrorResponse::bad_request("a JSON request body is required", "missing_body");
+            return self.reply(host, &e, "invalid-request");
+        }
+        let limits = &self.config.limits;
+        self.content_length = host
+            .request_header("content-length")
+            .and_then(|v| v.trim().parse::<u64>().ok());
+        if let Some(cl) = self.content_length {
+            if cl > limits.max_body_bytes {
+                let e = ErrorResponse::too_large(limits.max_body_bytes);
+                return self.reply(host, &e, "too-large");
+            }
+            self.small_body = cl <= limits.small_body_bytes;
+        }
+        self.request_id = host.request_header("x-request-id").unwrap_or_default();
+        let ratio = self.calibration.get().ratio();
+        self.extractor = Some(
+            Extractor::new(api, &self.config.compression, limits.max_scan_text_bytes)
+                .with_token_ratio(ratio),
+        );
+        self.started_us = host.now_us();
+        self.phase = Phase::Scanning;
+        Action::Pause
+    }
+
+    /// A body chunk arrived; `body_size` is the size of the whole buffered
+    /// body so far (proxy-wasm semantics).
+    pub fn on_request_body<H: Host>(
+        &mut self,
+        host: &mut H,
+        body_size: usize,
+        end_of_stream: bool,
+    ) -> Action {
+        self.body(host, Some(body_size), end_of_stream)
+    }
+
+    /// Request trailers arrived: the body is complete.
+    pub fn on_request_trailers<H: Host>(&mut self, host: &mut H) -> Action {
+        self.body(host, None, true)
+    }
+
+    fn body<H: Host>(
+        &mut self,
+        host: &mut H,
+        body_size: Option<usize>,
+        end_of_stream: bool,
+    ) -> Action {
+        match self.phase {
+            Phase::Bypass | Phase::Forwarded => return Action::Continue,
+            Phase::Replied => return Action::Pause,
+            Phase::Scanning => {}
+        }
+        let max = self.config.limits.max_body_bytes;
+        if body_size.is_some_and(|n| n as u64 > max) {
+            return self.reply(host, &ErrorResponse::too_large(max), "too-large");
+        }
+        self.end_of_stream = end_of_stream;
+        if self.small_body && !end_of_stream {
+            return Action::Pause;
+        }
+        let want = match body_size {
+            Some(n) => n.saturating_sub(self.scanned),
+            None => usize::try_from(max)
+                .unwrap_or(usize::MAX)
+                .saturating_add(1)
+                .saturating_sub(self.scanned),
+        };
+        let chunk = if want > 0 {
+            host.request_body(self.scanned, want).unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        if (self.scanned + chunk.len()) as u64 > max {
+            return self.reply(host, &ErrorResponse::too_large(max), "too-large");
+        }
+        if let Err(e) = self.scan(host, &chunk) {
+            return self.reply(host, &e, "invalid-request");
+        }
+        self.maybe_dispatch(host);
+        self.progress(host, true)
+    }
+
+    fn scan<H: Host>(&mut self, host: &H, chunk: &[u8]) -> Result<(), ErrorResponse> {
+        let Some(extractor) = self.extractor.as_mut() else {
+            return Ok(());
+        };
+        let t0 = host.now_us();
+        let mut result = self.scanner.feed(chunk, extractor);
+        self.scanned += chunk.len();
+        if result.is_ok() && self.end_of_stream {
+            result = self.scanner.finish(extractor);
+        }
+        self.scan_us += host.now_us().saturating_sub(t0);
+        result.map_err(|e| match e {
+            FeedError::Syntax(s) => {
+                let code = if matches!(s.kind, ScanErrorKind::TooDeep(_)) {
+                    "nesting_too_deep"
+                } else {
+                    "invalid_json"
+                };
+                ErrorResponse::bad_request(format!("request body is not valid JSON: {s}"), code)
+            }
+            FeedError::Sink(ExtractError::NotAnObject) => {
+                ErrorResponse::bad_request("request body must be a JSON object", "invalid_request")
+            }
+            FeedError::Sink(e @ ExtractError::DuplicateKey(_)) => {
+                ErrorResponse::bad_request(format!("invalid request body: {e}"), "invalid_request")
+            }
+        })
+    }
+
+    fn facts_model(&self) -> Option<String> {
+        match self.extractor.as_ref()?.extracted().model.as_ref()? {
+            ModelValue::String { name, .. } => name.clone(),
+            ModelValue::Other => None,
+        }
+    }
+
+    fn maybe_dispatch<H: Host>(&mut self, host: &mut H) {
+        if self.call != Call::NotYet || self.verdict.is_some() {
+            return;
+        }
+        let Some(extractor) = self.extractor.as_mut() else {
+            return;
+        };
+        if !extractor.ready(self.end_of_stream) {
+            return;
+        }
+        let requested = match extractor.extracted().model.as_ref() {
+            Some(ModelValue::String { name, .. }) => name.clone(),
+            _ => None,
+        };
+        let auto = requested.as_deref().is_some_and(|m| self.config.is_auto(m));
+        let facts = RequestFacts {
+            requested_model: requested.as_deref(),
+            auto,
+        };
+        let mut signals = policy::signals_needed(&self.config, auto);
+        let t0 = host.now_us();
+        let builder = extractor.take_prompt_builder();
+        let count = builder.segment_count();
+        // Pin the final segment (typically the question after a pasted
+        // document) when the turn has several; a single segment stays
+        // compressible.
+        let pinned: Vec<usize> = if count > 1 {
+            vec![count - 1]
+        } else {
+            Vec::new()
+        };
+        let compressed = builder.finish(&pinned);
+        self.compress_us = host.now_us().saturating_sub(t0);
+        self.sent_tokens_raw = compressed.kept_tokens_raw;
+        let mut text = compressed.text;
+        let mut scan_text = extractor.extracted().scan_text.clone();
+        if text.trim().is_empty() {
+            // No user turn: domain cannot be classified; scan what there is.
+            signals.retain(|s| s != signal::DOMAIN);
+            text = std::mem::take(&mut scan_text);
+        }
+        if signals.is_empty() || text.trim().is_empty() {
+            self.call = Call::Done;
+            self.verdict = Some(policy::without_classification(&self.config, facts, None));
+            return;
+        }
+        let request = ClassifyRequest {
+            request_id: self.request_id.clone(),
+            text: text.into_bytes(),
+            signals,
+            reduction: Some(Reduction {
+                original_tokens: compressed.original_tokens,
+                kept_tokens: compressed.kept_tokens,
+                original_bytes: compressed.original_bytes,
+                compressed: compressed.compressed,
+            }),
+            scan_text: scan_text.into_bytes(),
+        };
+        let timeout = Duration::from_millis(self.config.daemon.timeout_ms);
+        match host.dispatch_classify(
+            &self.config.daemon.cluster,
+            &request.encode_to_vec(),
+            timeout,
+        ) {
+            Ok(token) => {
+                self.call = Call::InFlight {
+                    token,
+                    since_us: host.now_us(),
+                }
+            }
+            Err(e) => {
+                log::warn!(
+                    "semroute: cannot dispatch Classify to {}: {e}",
+                    self.config.daemon.cluster
+                );
+                self.call = Call::Done;
+                self.verdict = Some(policy::without_classification(
+                    &self.config,
+                    facts,
+                    Some(FallbackReason::DispatchFailed),
+                ));
+            }
+        }
+    }
+
+    /// The gRPC call `token` finished with `status_code` (0 = OK) and a reply
+    /// of `response_size` bytes.
+    pub fn on_grpc_response<H: Host>(
+        &mut self,
+        host: &mut H,
+        token: u32,
+        status_code: u32,
+        response_size: usize,
+    ) {
+        let Call::InFlight {
+            token: expected,
+            since_us,
+        } = self.call
+        else {
+            return;
+        };
+        if expected != token || self.phase != Phase::Scanning {
+            return;
+        }
+        self.call = Call::Done;
+        self.daemon_us = Some(host.now_us().saturating_sub(since_us));
+        let requested = self.facts_model();
+        let auto = requested.as_deref().is_some_and(|m| self.config.is_auto(m));
+        let facts = RequestFacts {
+            requested_model: requested.as_deref(),
+            auto,
+        };
+        let verdict = if status_code != 0 {
+            // Envoy reports its own call timeout as UNAVAILABLE (the 504 of
+            // its router maps to gRPC 14): a failure at the deadline is a
+            // timeout whatever the status says.
+            let deadline_us = self.config.daemon.timeout_ms.saturating_mul(1000);
+            let reason = if self.daemon_us.unwrap_or(0).saturating_mul(20)
+                >= deadline_us.saturating_mul(19)
+            {
+                FallbackReason::Timeout
+            } else {
+                FallbackReason::from_grpc_status(status_code)
+            };
+            log::warn!(
+                "semroute: Classify failed with gRPC status {status_code} ({})",
+                reason.as_str()
+            );
+            policy::without_classification(&self.config, facts, Some(reason))
+        } else {
+            let body = host.grpc_response_body(response_size).unwrap_or_default();
+            match ClassifyResponse::decode(body.as_slice()) {
+                Ok(reply) => {
+                    self.daemon_timings = reply.timings;
+                    let mut c = self.calibration.get();
+                    c.observe(self.sent_tokens_raw, reply.input_tokens);
+                    self.calibration.set(c);
+                    policy::decide(&self.config, facts, &reply)
+                }
+                Err(e) => {
+                    log::warn!("semroute: undecodable Classify reply: {e}");
+                    policy::without_classification(
+                        &self.config,
+                        facts,
+                        Some(FallbackReason::BadReply),
+                    )
+                }
+            }
+        };
+        self.verdict = Some(verdict);
+        if self.progress(host, false) == Action::Continue {
+            host.resume_request();
+        }
+    }
+
+    /// Applies the verdict once possible. Returns `Continue` when the request
+    /// may go on.
+    fn progress<H: Host>(&mut self, host: &mut H, _in_body_callback: bool) -> Action {
+        match self.verdict.take() {
+            None => Action::Pause,
+            Some(Verdict::Reject { error, decision }) => self.reply(host, &error, decision),
+            Some(Verdict::Route(route)) => {
+                if !self.end_of_stream {
+                    self.verdict = Some(Verdict::Route(route));
+                    return Action::Pause;
+                }
+                self.apply(host, route);
+                self.phase = Phase::Forwarded;
+                Action::Continue
+            }
+        }
+    }
+
+    fn apply<H: Host>(&mut self, host: &mut H, mut route: Route) {
+        let cfg = Rc::clone(&self.config);
+        // Values from the body or the daemon become header values only when
+        // they are safe as such (no CR/LF or other control bytes).
+        if route.model.as_deref().is_some_and(|m| !header_value_ok(m)) {
+            log::info!(
+                "semroute: requested model is not a valid header value; using the default route"
+            );
+            route.model = None;
+        }
+        if route
+            .category
+            .as_ref()
+            .is_some_and(|(l, _)| !header_value_ok(l))
+        {
+            route.category = None;
+        }
+        if let (true, Some(model)) = (route.rewrite_body, route.model.as_deref()) {
+            if let Err(e) = self.rewrite_model(host, model) {
+                log::warn!("semroute: cannot rewrite the body's model: {e}");
+                route.fallback = route.fallback.or(Some(FallbackReason::Error));
+            }
+        }
+        if let Some(model) = &route.model {
+            host.set_request_header(&cfg.header("model"), model);
+        }
+        host.set_request_header(&cfg.header("decision"), &route.decision);
+        if let Some((label, confidence)) = &route.category {
+            host.set_request_header(&cfg.header("category"), label);
+            host.set_request_header(&cfg.header("confidence"), &format!("{confidence:.3}"));
+        }
+        if let Some(reason) = route.fallback {
+            host.set_request_header(&cfg.header("fallback"), reason.as_str());
+        }
+        if let Some(score) = route.jailbreak_mark {
+            host.set_request_header(&cfg.header("jailbreak"), &format!("{score:.3}"));
+        }
+        host.set_request_header(&cfg.header("timing"), &self.timing(host.now_us()));
+        self.applied = Some(route);
+    }
+
+    /// `x-semroute-timing`: Server-Timing style durations in milliseconds.
+    fn timing(&self, now_us: u64) -> String {
+        let mut parts = vec![
+            format!("scan;dur={}", ms(self.scan_us)),
+            format!("compress;dur={}", ms(self.compress_us)),
+        ];
+        if let Some(d) = self.daemon_us {
+            parts.push(format!("daemon;dur={}", ms(d)));
+        }
+        if let Some(t) = &self.daemon_timings {
+            parts.push(format!("inference;dur={}", ms(t.total_us)));
+        }
+        parts.push(format!(
+            "total;dur={}",
+            ms(now_us.saturating_sub(self.started_us))
+        ));
+        parts.join(", ")
+    }
+
+    fn rewrite_model<H: Host>(&mut self, host: &mut H, model: &str) -> Result<(), RewriteError> {
+        let Some(ModelValue::String {
+            name,
+            raw_start,
+            raw_end,
+        }) = self
+            .extractor
+            .as_ref()
+            .and_then(|e| e.extracted().model.clone())
+        else {
+            return Ok(());
+        };
+        if name.as_deref() == Some(model) {
+            return Ok(());
+        }
+        let start = usize::try_from(raw_start).map_err(|_| RewriteError::Span)?;
+        let end = usize::try_from(raw_end).map_err(|_| RewriteError::Span)?;
+        if end < start || end > self.scanned {
+            return Err(RewriteError::Span);
+        }
+        let mut prefix = if start > 0 {
+            host.request_body(0, start).ok_or(RewriteError::Read)?
+        } else {
+            Vec::new()
+        };
+        if prefix.len() != start {
+            return Err(RewriteError::Read);
+        }
+        let encoded = serde_json::to_string(model).map_err(|_| RewriteError::Encode)?;
+        prefix.extend_from_slice(encoded.as_bytes());
+        host.replace_body_prefix(end, &prefix)?;
+        let new_len = self.scanned - (end - start) + encoded.len();
+        if self.content_length.is_some() {
+            host.set_request_header("content-length", &new_len.to_string());
+        }
+        Ok(())
+    }
+
+    /// Response headers arrived: tell the client where the request went.
+    pub fn on_response_headers<H: Host>(&mut self, host: &mut H) -> Action {
+        if self.phase != Phase::Forwarded {
+            return Action::Continue;
+        }
+        if let Some(route) = &self.applied {
+            if let Some(model) = &route.model {
+                host.set_response_header(&self.config.header("model"), model);
+            }
+            host.set_response_header(&self.config.header("decision"), &route.decision);
+            if let Some(reason) = route.fallback {
+                host.set_response_header(&self.config.header("fallback"), reason.as_str());
+            }
+        }
+        Action::Continue
+    }
+}
+
+/// Why the body's `model` could not be rewritten.
+#[derive(Debug, Error)]
+enum RewriteError {
+    #[error("model span outside the scanned body")]
+    Span,
+    #[error("cannot read the body prefix")]
+    Read,
+    #[error("cannot encode the model name")]
+    Encode,
+    #[error(transparent)]
+    Host(#[from] HostError),
+}

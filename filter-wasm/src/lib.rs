@@ -1,0 +1,26 @@
+//! semroute proxy-wasm HTTP filter.
+//!
+//! All logic lives in plain modules tested natively:
+//! - [`json_scan`]: incremental, resumable JSON scanner with byte offsets;
+//! - [`request`]: OpenAI request extraction (model, stream, prompt, scan text);
+//! - [`config`]: the validated filter configuration;
+//! - [`policy`]: routing, jailbreak and PII decisions;
+//! - [`error_response`]: OpenAI-style error replies;
+//! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait.
+//!
+//! `shim` is the thin layer that talks to the proxy-wasm host (compiled only
+//! for `wasm32`). A panic in a wasm filter kills the VM for every request on
+//! that worker, so the filter's own modules deny `unwrap`, `expect`, indexing and
+//! explicit panics.
+
+pub mod compression;
+pub mod config;
+pub mod error_response;
+pub mod filter;
+pub mod json_scan;
+pub mod policy;
+pub mod prompt;
+pub mod request;
+
+#[cfg(target_arch = "wasm32")]
+mod shim;

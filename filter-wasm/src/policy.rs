@@ -1,0 +1,476 @@
+//! Routing, jailbreak and PII policy: turns the daemon's reply (or its
+//! absence) into a [`Verdict`].
+//!
+//! Order: the jailbreak policy first (a block ends evaluation), then the
+//! routing decision (auto requests only: the first matching rule, else the
+//! default model; other requests keep the model they named), then the PII
+//! policy with the allow-list of the chosen rule (or the global one).
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use semroute_proto::signal;
+use semroute_proto::v1::ClassifyResponse;
+
+use crate::config::{Conditions, FailureMode, FilterConfig, JailbreakAction, PiiAction};
+use crate::error_response::ErrorResponse;
+
+/// Why the daemon's answer could not be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FallbackReason {
+    /// The call could not even be started (unknown cluster, host refusal).
+    DispatchFailed,
+    /// gRPC UNAVAILABLE: socket absent, connection refused, daemon overloaded.
+    Unavailable,
+    /// gRPC DEADLINE_EXCEEDED: no answer within `daemon.timeout_ms`.
+    Timeout,
+    /// Any other gRPC status.
+    Error,
+    /// A reply that is not a valid `ClassifyResponse`.
+    BadReply,
+}
+
+impl FallbackReason {
+    /// Value of the `x-semroute-fallback` header.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReason::DispatchFailed => "dispatch-failed",
+            FallbackReason::Unavailable => "daemon-unavailable",
+            FallbackReason::Timeout => "daemon-timeout",
+            FallbackReason::Error => "daemon-error",
+            FallbackReason::BadReply => "daemon-bad-reply",
+        }
+    }
+
+    /// Maps a gRPC status code (non-zero) to a reason.
+    pub fn from_grpc_status(code: u32) -> Self {
+        match code {
+            4 => FallbackReason::Timeout,
+            14 => FallbackReason::Unavailable,
+            _ => FallbackReason::Error,
+        }
+    }
+}
+
+/// What the client asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestFacts<'a> {
+    /// The body's `model` when it is a string.
+    pub requested_model: Option<&'a str>,
+    /// The requested model asks the router to choose.
+    pub auto: bool,
+}
+
+/// A request that goes on to an upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Route {
+    /// Value of `x-semroute-model` (the route key); `None` leaves it unset.
+    pub model: Option<String>,
+    /// Write `model` into the body's `model` field.
+    pub rewrite_body: bool,
+    /// Name for `x-semroute-decision`.
+    pub decision: String,
+    /// Domain category and its confidence, when classified.
+    pub category: Option<(String, f32)>,
+    /// Jailbreak score at or above the threshold under the `mark` action.
+    pub jailbreak_mark: Option<f32>,
+    /// Why the daemon's answer was not used.
+    pub fallback: Option<FallbackReason>,
+}
+
+/// The outcome for one request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Forward (possibly re-routed).
+    Route(Route),
+    /// Answer locally with an error; `decision` names the policy.
+    Reject {
+        /// The reply.
+        error: ErrorResponse,
+        /// Name for `x-semroute-decision`.
+        decision: &'static str,
+    },
+}
+
+/// Signals worth asking the daemon for.
+pub fn signals_needed(config: &FilterConfig, auto: bool) -> Vec<String> {
+    let mut s = Vec::new();
+    let rules_use_pii = config
+        .decisions
+        .iter()
+        .any(|d| !d.when.pii_types.is_empty());
+    let rules_use_jailbreak = config
+        .decisions
+        .iter()
+        .any(|d| d.when.min_jailbreak_score.is_some() || d.when.max_jailbreak_score.is_some());
+    if auto {
+        s.push(signal::DOMAIN.to_string());
+    }
+    if config.jailbreak.enabled || (auto && rules_use_jailbreak) {
+        s.push(signal::JAILBREAK.to_string());
+    }
+    if config.pii.enabled || (auto && rules_use_pii) {
+        s.push(signal::PII.to_string());
+    }
+    s
+}
+
+/// Verdict without a classification: no text to classify, nothing to ask, or
+/// (with `fallback`) the daemon failed and the failure mode decides.
+pub fn without_classification(
+    config: &FilterConfig,
+    facts: RequestFacts<'_>,
+    fallback: Option<FallbackReason>,
+) -> Verdict {
+    if let (Some(reason), FailureMode::Closed) = (fallback, config.failure_mode) {
+        return Verdict::Reject {
+            error: ErrorResponse::unavailable(reason.as_str()),
+            decision: "fail-closed",
+        };
+    }
+    let (model, rewrite_body, decision) = if facts.auto {
+        (
+            Some(config.default_model.clone()),
+            true,
+            if fallback.is_some() {
+                "fallback"
+            } else {
+                "default"
+            },
+        )
+    } else {
+        (
+            facts.requested_model.map(str::to_string),
+            false,
+            "passthrough",
+        )
+    };
+    Verdict::Route(Route {
+        model,
+        rewrite_body,
+        decision: decision.into(),
+        category: None,
+        jailbreak_mark: None,
+        fallback,
+    })
+}
+
+fn pii_types_present(config: &FilterConfig, reply: &ClassifyResponse) -> Vec<String> {
+    let mut types: Vec<String> = Vec::new();
+    if let Some(p) = &reply.pii {
+        for e in &p.entities {
+            let t = e.r#type.to_ascii_uppercase();
+            if e.score >= config.pii.min_score && !t.is_empty() && !types.contains(&t) {
+                types.push(t);
+            }
+        }
+    }
+    types
+}
+
+fn matches(
+    when: &Conditions,
+    facts: RequestFacts<'_>,
+    reply: &ClassifyResponse,
+    pii: &[String],
+) -> bool {
+    if !when.categories.is_empty() {
+        let Some(d) = &reply.domain else { return false };
+        if !when
+            .categories
+            .iter()
+            .any(|c| c.eq_ignore_ascii_case(&d.label))
+        {
+            return false;
+        }
+    }
+    if let Some(min) = when.min_confidence {
+        match &reply.domain {
+            Some(d) if d.confidence >= min => {}
+            _ => return false,
+        }
+    }
+    let jb = reply.jailbreak.as_ref().map(|j| j.score);
+    if let Some(min) = when.min_jailbreak_score {
+        if !jb.is_some_and(|s| s >= min) {
+            return false;
+        }
+    }
+    if let Some(max) = when.max_jailbreak_score {
+        if !jb.is_some_and(|s| s <= max) {
+            return false;
+        }
+    }
+    if !when.pii_types.is_empty()
+        && !when
+            .pii_types
+            .iter()
+            .any(|t| pii.iter().any(|p| p.eq_ignore_ascii_case(t)))
+    {
+        return false;
+    }
+    if !when.requested_models.is_empty()
+        && !facts
+            .requested_model
+            .is_some_and(|m| when.requested_models.iter().any(|r| r == m))
+    {
+        return false;
+    }
+    true
+}
+
+/// Verdict from a daemon reply.
+pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyResponse) -> Verdict {
+    let mut jailbreak_mark = None;
+    if config.jailbreak.enabled {
+        if let Some(j) = &reply.jailbreak {
+            if j.score >= config.jailbreak.threshold {
+                match config.jailbreak.action {
+                    JailbreakAction::Block => {
+                        log::info!(
+                            "semroute: blocked: jailbreak score {:.3} >= threshold {:.3}",
+                            j.score,
+                            config.jailbreak.threshold
+                        );
+                        return Verdict::Reject {
+                            error: ErrorResponse::blocked(
+                                "this request was blocked by the router's prompt-injection policy",
+                                "jailbreak_detected",
+                            ),
+                            decision: "jailbreak-block",
+                        };
+                    }
+                    JailbreakAction::Mark => jailbreak_mark = Some(j.score),
+                }
+            }
+        }
+    }
+    let pii = pii_types_present(config, reply);
+    let category = reply
+        .domain
+        .as_ref()
+        .filter(|d| !d.label.is_empty())
+        .map(|d| (d.label.clone(), d.confidence));
+    let mut allow = &config.pii.allow;
+    let mut route = if facts.auto {
+        match config
+            .decisions
+            .iter()
+            .find(|d| matches(&d.when, facts, reply, &pii))
+        {
+            Some(d) => {
+                if let Some(a) = &d.pii_allow {
+                    allow = a;
+                }
+                Route {
+                    model: Some(d.model.clone()),
+                    rewrite_body: true,
+                    decision: d.name.clone(),
+                    category,
+                    jailbreak_mark,
+                    fallback: None,
+                }
+            }
+            None => Route {
+                model: Some(config.default_model.clone()),
+                rewrite_body: true,
+                decision: "default".into(),
+                category,
+                jailbreak_mark,
+                fallback: None,
+            },
+        }
+    } else {
+        Route {
+            model: facts.requested_model.map(str::to_string),
+            rewrite_body: false,
+            decision: "passthrough".into(),
+            category,
+            jailbreak_mark,
+            fallback: None,
+        }
+    };
+    if config.pii.enabled {
+        let denied: Vec<&str> = pii
+            .iter()
+            .filter(|t| !allow.iter().any(|a| a.eq_ignore_ascii_case(t)))
+            .map(String::as_str)
+            .collect();
+        if !denied.is_empty() {
+            match (config.pii.action, &config.pii.route_model) {
+                (PiiAction::Route, Some(local)) => {
+                    route.model = Some(local.clone());
+                    route.rewrite_body = true;
+                    route.decision = "pii-route".into();
+                }
+                _ => {
+                    return Verdict::Reject {
+                        error: ErrorResponse::blocked(
+                            format!(
+                                "this request contains personal data the router does not allow: {}",
+                                denied.join(", ")
+                            ),
+                            "pii_not_allowed",
+                        ),
+                        decision: "pii-block",
+                    };
+                }
+            }
+        }
+    }
+    Verdict::Route(route)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use semroute_proto::v1::{DomainResult, JailbreakResult, PiiEntity, PiiResult};
+
+    fn config(extra: &str) -> FilterConfig {
+        let json = format!(
+            r#"{{"default_model":"general-model",
+                "decisions":[
+                  {{"name":"math","model":"math-model","when":{{"categories":["math"],"min_confidence":0.4}}}},
+                  {{"name":"law","model":"law-model","when":{{"categories":["law"]}},"pii_allow":["PERSON"]}}
+                ]{extra}}}"#
+        );
+        FilterConfig::from_json(json.as_bytes()).unwrap()
+    }
+
+    fn reply(label: &str, conf: f32, jb: f32, pii: &[&str]) -> ClassifyResponse {
+        ClassifyResponse {
+            domain: Some(DomainResult {
+                label: label.into(),
+                confidence: conf,
+                distribution: vec![],
+            }),
+            jailbreak: Some(JailbreakResult {
+                score: jb,
+                ..Default::default()
+            }),
+            pii: Some(PiiResult {
+                entities: pii
+                    .iter()
+                    .map(|t| PiiEntity {
+                        r#type: (*t).into(),
+                        score: 0.9,
+                        ..Default::default()
+                    })
+                    .collect(),
+            }),
+            ..Default::default()
+        }
+    }
+
+    const AUTO: RequestFacts<'static> = RequestFacts {
+        requested_model: Some("auto"),
+        auto: true,
+    };
+
+    fn route(v: Verdict) -> Route {
+        match v {
+            Verdict::Route(r) => r,
+            Verdict::Reject { error, .. } => panic!("rejected: {error:?}"),
+        }
+    }
+
+    #[test]
+    fn first_matching_rule_wins() {
+        let c = config("");
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.0, &[])));
+        assert_eq!(r.model.as_deref(), Some("math-model"));
+        assert_eq!(r.decision, "math");
+        assert!(r.rewrite_body);
+        assert_eq!(r.category, Some(("math".into(), 0.9)));
+        // Below the confidence minimum: default.
+        let r = route(decide(&c, AUTO, &reply("math", 0.2, 0.0, &[])));
+        assert_eq!(r.model.as_deref(), Some("general-model"));
+        assert_eq!(r.decision, "default");
+    }
+
+    #[test]
+    fn non_auto_passes_through() {
+        let c = config("");
+        let facts = RequestFacts {
+            requested_model: Some("gpt-x"),
+            auto: false,
+        };
+        let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
+        assert_eq!(r.model.as_deref(), Some("gpt-x"));
+        assert!(!r.rewrite_body);
+        assert_eq!(r.decision, "passthrough");
+    }
+
+    #[test]
+    fn jailbreak_blocks_or_marks() {
+        let c = config("");
+        match decide(&c, AUTO, &reply("math", 0.9, 0.95, &[])) {
+            Verdict::Reject { error, decision } => {
+                assert_eq!(error.status, 403);
+                assert_eq!(decision, "jailbreak-block");
+            }
+            v => panic!("{v:?}"),
+        }
+        let c = config(r#","jailbreak":{"action":"mark"}"#);
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.95, &[])));
+        assert_eq!(r.jailbreak_mark, Some(0.95));
+    }
+
+    #[test]
+    fn pii_allow_lists_and_actions() {
+        let c = config(r#","pii":{"allow":["DATE_TIME"]}"#);
+        assert!(matches!(
+            decide(&c, AUTO, &reply("math", 0.9, 0.0, &["EMAIL_ADDRESS"])),
+            Verdict::Reject { .. }
+        ));
+        route(decide(&c, AUTO, &reply("math", 0.9, 0.0, &["DATE_TIME"])));
+        // Per-decision allow-list overrides the global one.
+        route(decide(&c, AUTO, &reply("law", 0.9, 0.0, &["PERSON"])));
+        let c = config(r#","pii":{"action":"route","route_model":"local-pii-model"}"#);
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.0, &["US_SSN"])));
+        assert_eq!(r.model.as_deref(), Some("local-pii-model"));
+        assert_eq!(r.decision, "pii-route");
+        let facts = RequestFacts {
+            requested_model: Some("gpt-x"),
+            auto: false,
+        };
+        let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));
+        assert_eq!(r.model.as_deref(), Some("local-pii-model"));
+        assert!(r.rewrite_body);
+    }
+
+    #[test]
+    fn failure_modes() {
+        let c = config("");
+        let r = route(without_classification(
+            &c,
+            AUTO,
+            Some(FallbackReason::Timeout),
+        ));
+        assert_eq!(r.model.as_deref(), Some("general-model"));
+        assert_eq!(r.fallback, Some(FallbackReason::Timeout));
+        let c = config(r#","failure_mode":"closed""#);
+        match without_classification(&c, AUTO, Some(FallbackReason::Unavailable)) {
+            Verdict::Reject { error, .. } => assert_eq!(error.status, 503),
+            v => panic!("{v:?}"),
+        }
+        // Nothing to classify is not a failure.
+        route(without_classification(&c, AUTO, None));
+    }
+
+    #[test]
+    fn signals_follow_the_request() {
+        let c = config("");
+        assert_eq!(signals_needed(&c, true), vec!["domain", "jailbreak", "pii"]);
+        assert_eq!(signals_needed(&c, false), vec!["jailbreak", "pii"]);
+        let c = config(r#","jailbreak":{"enabled":false},"pii":{"enabled":false}"#);
+        assert!(signals_needed(&c, false).is_empty());
+    }
+}

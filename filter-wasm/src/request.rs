@@ -1,0 +1,568 @@
+//! OpenAI request extraction on top of the JSON scanner.
+//!
+//! [`Extractor`] is a [`Sink`] that interprets scanner events for the Chat
+//! Completions API (`messages`) and the Responses API (`input`, with
+//! `instructions` ignored) and collects what the router needs:
+//!
+//! - the top-level `model` value and the byte span of its raw JSON string, so
+//!   the body can be spliced without re-serialisation;
+//! - `stream`;
+//! - the **prompt**: the text of the last user turn (string content, or the
+//!   `text` of each content part; each string is one segment), fed to the
+//!   compression [`PromptBuilder`] as it arrives when the role is already
+//!   known;
+//! - the **scan text**: earlier user turns and tool output (`tool` /
+//!   `function` messages, Responses `function_call_output` items), scanned by
+//!   the daemon for jailbreaks and PII only.
+//!
+//! System, developer and assistant text is not classified. Unknown fields are
+//! skipped (the scanner still validates them).
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use thiserror::Error;
+
+use crate::json_scan::{Event, Sink};
+use crate::prompt::{CompressionConfig, PromptBuilder};
+
+/// Longest `model` value kept, bytes; longer values count as unknown models.
+pub const MAX_MODEL_BYTES: usize = 256;
+
+/// Which OpenAI API the body belongs to (chosen from the request path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    /// `POST /v1/chat/completions`: text from `messages`.
+    ChatCompletions,
+    /// `POST /v1/responses`: text from `input`.
+    Responses,
+}
+
+/// A body the extractor rejects although it is valid JSON.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ExtractError {
+    /// The top-level value is not an object.
+    #[error("request body must be a JSON object")]
+    NotAnObject,
+    /// A key the router reads appears twice in one object; upstream parsers
+    /// disagree on which copy wins, so such bodies are refused.
+    #[error("duplicate key {0:?}")]
+    DuplicateKey(&'static str),
+}
+
+/// The top-level `model` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelValue {
+    /// A JSON string; `raw_start..raw_end` spans it including the quotes.
+    String {
+        /// Decoded value, `None` when longer than [`MAX_MODEL_BYTES`].
+        name: Option<String>,
+        /// Offset of the opening quote.
+        raw_start: u64,
+        /// Offset one past the closing quote.
+        raw_end: u64,
+    },
+    /// Any other JSON type.
+    Other,
+}
+
+/// Everything extracted from one body, apart from the prompt builder.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Extracted {
+    /// The `model` field, once its value has been read.
+    pub model: Option<ModelValue>,
+    /// `stream: true` was present.
+    pub stream: bool,
+    /// Segments of the last user turn, decoded.
+    pub prompt_segments: Vec<String>,
+    /// Earlier user turns and tool output, joined by blank lines.
+    pub scan_text: String,
+    /// Bytes left out of `scan_text` because of its limit.
+    pub scan_text_dropped: u64,
+    /// The conversation (`messages` / `input`) has been read completely.
+    pub texts_complete: bool,
+}
+
+/// Semantic context of one open container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Root,
+    /// The `messages` / `input` array.
+    Conversation,
+    /// One message / input item.
+    Message,
+    /// A content (or function output) parts array.
+    Parts,
+    /// One content part.
+    Part,
+    /// Anything the router does not read.
+    Ignored,
+    /// A non-array value of `messages` / `input`: completes the conversation.
+    ConversationOther,
+}
+
+/// What the next value (after a key) means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Ignore,
+    Model,
+    Stream,
+    Conversation,
+    Role,
+    ItemType,
+    Content,
+    Output,
+    PartText,
+}
+
+/// Where the string value being read goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StrTarget {
+    None,
+    Model,
+    Role,
+    ItemType,
+    /// Message text (content string, part text, function output, input string).
+    Text,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Unknown,
+    User,
+    Tool,
+    Other,
+}
+
+/// The message being read.
+#[derive(Debug, Default)]
+struct MessageAcc {
+    role: Option<Role>,
+    role_text: String,
+    type_text: String,
+    segments: Vec<String>,
+    current: String,
+    /// Text goes into the prompt builder as it arrives.
+    live: bool,
+}
+
+/// Scanner sink that extracts an OpenAI request. See the module docs.
+#[derive(Debug)]
+pub struct Extractor {
+    api: Api,
+    compression: CompressionConfig,
+    token_ratio: Option<f32>,
+    max_scan_text: usize,
+    stack: Vec<Ctx>,
+    slot: Slot,
+    target: StrTarget,
+    model_buf: String,
+    model_overlong: bool,
+    model_start: u64,
+    seen_model: bool,
+    seen_conversation: bool,
+    msg: MessageAcc,
+    /// The input string of the Responses API is being read.
+    input_string: bool,
+    builder: Option<PromptBuilder>,
+    out: Extracted,
+}
+
+fn role_of(text: &str) -> Role {
+    match text {
+        "user" => Role::User,
+        "tool" | "function" => Role::Tool,
+        _ => Role::Other,
+    }
+}
+
+impl Extractor {
+    /// An extractor for one body of `api`, with `max_scan_text` bytes of
+    /// scan text at most.
+    pub fn new(api: Api, compression: &CompressionConfig, max_scan_text: usize) -> Self {
+        Extractor {
+            api,
+            compression: compression.clone(),
+            token_ratio: None,
+            max_scan_text,
+            stack: Vec::new(),
+            slot: Slot::Ignore,
+            target: StrTarget::None,
+            model_buf: String::new(),
+            model_overlong: false,
+            model_start: 0,
+            seen_model: false,
+            seen_conversation: false,
+            msg: MessageAcc::default(),
+            input_string: false,
+            builder: None,
+            out: Extracted::default(),
+        }
+    }
+
+    /// Starts every prompt builder with `ratio` daemon tokens per estimated
+    /// token (from the filter's running [`crate::prompt::TokenCalibration`]).
+    pub fn with_token_ratio(mut self, ratio: f32) -> Self {
+        self.token_ratio = Some(ratio);
+        self
+    }
+
+    fn new_builder(&self) -> PromptBuilder {
+        let b = PromptBuilder::new(&self.compression);
+        match self.token_ratio {
+            Some(r) => b.with_token_ratio(r),
+            None => b,
+        }
+    }
+
+    /// What has been extracted so far.
+    pub fn extracted(&self) -> &Extracted {
+        &self.out
+    }
+
+    /// True when the text to classify is known and so is `model` (or the
+    /// body has ended): the classification can be dispatched.
+    pub fn ready(&self, end_of_stream: bool) -> bool {
+        end_of_stream || (self.out.texts_complete && self.out.model.is_some())
+    }
+
+    /// Takes the prompt builder holding the last user turn (a fresh one fed
+    /// from the stored segments when the text was not streamed into it).
+    pub fn take_prompt_builder(&mut self) -> PromptBuilder {
+        match self.builder.take() {
+            Some(b) if b.segment_count() == self.out.prompt_segments.len() => b,
+            _ => {
+                let mut b = self.new_builder();
+                for s in &self.out.prompt_segments {
+                    b.push_str(s);
+                    b.end_segment();
+                }
+                b
+            }
+        }
+    }
+
+    /// Consumes the extractor, returning the result.
+    pub fn into_extracted(self) -> Extracted {
+        self.out
+    }
+
+    fn append_scan_text(&mut self, text: &str) {
+        if text.is_empty() {
+            return;
+        }
+        let out = &mut self.out;
+        let sep = if out.scan_text.is_empty() { 0 } else { 2 };
+        let room = self.max_scan_text.saturating_sub(out.scan_text.len() + sep);
+        if room == 0 {
+            out.scan_text_dropped = out.scan_text_dropped.saturating_add(text.len() as u64);
+            return;
+        }
+        if sep > 0 {
+            out.scan_text.push_str("\n\n");
+        }
+        let mut cut = room.min(text.len());
+        while cut > 0 && !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        out.scan_text.push_str(text.get(..cut).unwrap_or_default());
+        out.scan_text_dropped = out
+            .scan_text_dropped
+            .saturating_add((text.len() - cut) as u64);
+    }
+
+    fn begin_message(&mut self) {
+        self.msg = MessageAcc::default();
+    }
+
+    /// Starts feeding the builder live when a user message's role arrives
+    /// before any of its text.
+    fn maybe_go_live(&mut self) {
+        if self.msg.role == Some(Role::User)
+            && self.msg.segments.is_empty()
+            && self.msg.current.is_empty()
+        {
+            self.builder = Some(self.new_builder());
+            self.msg.live = true;
+        }
+    }
+
+    fn end_message(&mut self) {
+        let msg = std::mem::take(&mut self.msg);
+        let role = if msg.type_text == "function_call_output" {
+            Role::Tool
+        } else {
+            msg.role.unwrap_or(Role::Unknown)
+        };
+        match role {
+            Role::User => {
+                let previous = std::mem::replace(&mut self.out.prompt_segments, msg.segments);
+                let joined = previous.join("\n");
+                self.append_scan_text(&joined);
+                if !msg.live {
+                    self.builder = None;
+                }
+            }
+            Role::Tool => {
+                let joined = msg.segments.join("\n");
+                self.append_scan_text(&joined);
+                if msg.live {
+                    self.builder = None;
+                }
+            }
+            Role::Unknown | Role::Other => {
+                if msg.live {
+                    self.builder = None;
+                }
+            }
+        }
+    }
+
+    fn text_fragment(&mut self, s: &str) {
+        if self.input_string {
+            self.msg.current.push_str(s);
+            if let Some(b) = self.builder.as_mut() {
+                b.push_str(s);
+            }
+            return;
+        }
+        self.msg.current.push_str(s);
+        if self.msg.live {
+            if let Some(b) = self.builder.as_mut() {
+                b.push_str(s);
+            }
+        }
+    }
+
+    fn text_end(&mut self) {
+        let seg = std::mem::take(&mut self.msg.current);
+        if self.input_string {
+            self.input_string = false;
+            if let Some(b) = self.builder.as_mut() {
+                b.end_segment();
+            }
+            self.out.prompt_segments = vec![seg];
+            self.out.texts_complete = true;
+            return;
+        }
+        self.msg.segments.push(seg);
+        if self.msg.live {
+            if let Some(b) = self.builder.as_mut() {
+                b.end_segment();
+            }
+        }
+    }
+
+    /// Opens a container of context `ctx`.
+    fn open(&mut self, ctx: Ctx) {
+        if ctx == Ctx::Message {
+            self.begin_message();
+        }
+        self.stack.push(ctx);
+    }
+
+    /// Context for a container value starting now.
+    fn container_ctx(&mut self, is_object: bool) -> Result<Ctx, ExtractError> {
+        let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
+        let Some(&parent) = self.stack.last() else {
+            return if is_object {
+                Ok(Ctx::Root)
+            } else {
+                Err(ExtractError::NotAnObject)
+            };
+        };
+        Ok(match (parent, slot, is_object) {
+            (Ctx::Root, Slot::Conversation, false) => Ctx::Conversation,
+            (Ctx::Root, Slot::Conversation, true) => Ctx::ConversationOther,
+            (Ctx::Conversation, _, true) => Ctx::Message,
+            (Ctx::Message, Slot::Content | Slot::Output, false) => Ctx::Parts,
+            (Ctx::Parts, _, true) => Ctx::Part,
+            _ => Ctx::Ignored,
+        })
+    }
+
+    /// A scalar value (not a string) in the current slot.
+    fn scalar(&mut self, value: Option<bool>) {
+        let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
+        match slot {
+            Slot::Model => self.out.model = Some(ModelValue::Other),
+            Slot::Stream => self.out.stream = value == Some(true),
+            Slot::Conversation => self.out.texts_complete = true,
+            _ => {}
+        }
+    }
+
+    fn key(&mut self, name: Option<&str>) -> Result<(), ExtractError> {
+        let name = name.unwrap_or("");
+        self.slot = match self.stack.last() {
+            Some(Ctx::Root) => match (name, self.api) {
+                ("model", _) => {
+                    if self.seen_model {
+                        return Err(ExtractError::DuplicateKey("model"));
+                    }
+                    self.seen_model = true;
+                    Slot::Model
+                }
+                ("stream", _) => Slot::Stream,
+                ("messages", Api::ChatCompletions) | ("input", Api::Responses) => {
+                    if self.seen_conversation {
+                        return Err(ExtractError::DuplicateKey(match self.api {
+                            Api::ChatCompletions => "messages",
+                            Api::Responses => "input",
+                        }));
+                    }
+                    self.seen_conversation = true;
+                    Slot::Conversation
+                }
+                _ => Slot::Ignore,
+            },
+            Some(Ctx::Message) => match name {
+                "role" => {
+                    if self.msg.role.is_some() {
+                        return Err(ExtractError::DuplicateKey("role"));
+                    }
+                    self.msg.role = Some(Role::Unknown);
+                    Slot::Role
+                }
+                "type" => Slot::ItemType,
+                "content" => Slot::Content,
+                "output" => Slot::Output,
+                _ => Slot::Ignore,
+            },
+            Some(Ctx::Part) => match name {
+                "text" => Slot::PartText,
+                _ => Slot::Ignore,
+            },
+            _ => Slot::Ignore,
+        };
+        Ok(())
+    }
+
+    fn string_start(&mut self, offset: u64) {
+        let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
+        self.target = match slot {
+            Slot::Model => {
+                self.model_buf.clear();
+                self.model_overlong = false;
+                self.model_start = offset;
+                StrTarget::Model
+            }
+            Slot::Role => StrTarget::Role,
+            Slot::ItemType => StrTarget::ItemType,
+            Slot::Content | Slot::Output | Slot::PartText => StrTarget::Text,
+            Slot::Conversation => {
+                // Responses API: `input` as a plain string is one user turn.
+                self.input_string = true;
+                self.msg = MessageAcc::default();
+                self.builder = Some(self.new_builder());
+                StrTarget::Text
+            }
+            Slot::Ignore | Slot::Stream => StrTarget::None,
+        };
+    }
+
+    fn string_fragment(&mut self, s: &str) {
+        match self.target {
+            StrTarget::None => {}
+            StrTarget::Model => {
+                if self.model_buf.len() + s.len() <= MAX_MODEL_BYTES {
+                    self.model_buf.push_str(s);
+                } else {
+                    self.model_overlong = true;
+                }
+            }
+            StrTarget::Role => {
+                if self.msg.role_text.len() + s.len() <= 32 {
+                    self.msg.role_text.push_str(s);
+                }
+            }
+            StrTarget::ItemType => {
+                if self.msg.type_text.len() + s.len() <= 64 {
+                    self.msg.type_text.push_str(s);
+                }
+            }
+            StrTarget::Text => self.text_fragment(s),
+        }
+    }
+
+    fn string_end(&mut self, end: u64) {
+        let target = std::mem::replace(&mut self.target, StrTarget::None);
+        match target {
+            StrTarget::None => {}
+            StrTarget::Model => {
+                let name = if self.model_overlong {
+                    None
+                } else {
+                    Some(std::mem::take(&mut self.model_buf))
+                };
+                self.out.model = Some(ModelValue::String {
+                    name,
+                    raw_start: self.model_start,
+                    raw_end: end,
+                });
+            }
+            StrTarget::Role => {
+                self.msg.role = Some(role_of(&self.msg.role_text));
+                self.maybe_go_live();
+            }
+            StrTarget::ItemType => {}
+            StrTarget::Text => self.text_end(),
+        }
+    }
+}
+
+impl Sink for Extractor {
+    type Error = ExtractError;
+
+    fn event(&mut self, event: Event<'_>) -> Result<(), ExtractError> {
+        match event {
+            Event::ObjectStart { .. } => {
+                let ctx = self.container_ctx(true)?;
+                self.open(ctx);
+            }
+            Event::ArrayStart { .. } => {
+                let ctx = self.container_ctx(false)?;
+                self.open(ctx);
+            }
+            Event::ObjectEnd { .. } | Event::ArrayEnd { .. } => {
+                match self.stack.pop() {
+                    Some(Ctx::Message) => self.end_message(),
+                    Some(Ctx::Conversation | Ctx::ConversationOther) => {
+                        self.out.texts_complete = true
+                    }
+                    _ => {}
+                }
+                self.slot = Slot::Ignore;
+            }
+            Event::Key(name) => self.key(name)?,
+            Event::StringStart { offset } => {
+                if self.stack.is_empty() {
+                    return Err(ExtractError::NotAnObject);
+                }
+                self.string_start(offset);
+            }
+            Event::StringFragment(s) => self.string_fragment(s),
+            Event::StringEnd { end } => self.string_end(end),
+            Event::Number { .. } | Event::Null { .. } => {
+                if self.stack.is_empty() {
+                    return Err(ExtractError::NotAnObject);
+                }
+                self.scalar(None);
+            }
+            Event::Bool { value, .. } => {
+                if self.stack.is_empty() {
+                    return Err(ExtractError::NotAnObject);
+                }
+                self.scalar(Some(value));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,348 @@
+//! proxy-wasm binding: a `RootContext` that loads the configuration and an
+//! `HttpContext` per stream that forwards callbacks to [`HttpFilter`].
+//!
+//! The SDK's convenience methods panic on any unexpected host status (and a
+//! panic kills the VM for every stream on the worker), so the calls whose
+//! status depends on stream state (body buffer access, header mutation,
+//! local replies, resuming) go through the proxy-wasm ABI directly and turn
+//! failures into logged errors.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
+
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext, RootContext};
+use proxy_wasm::types::{Action as WasmAction, ContextType, LogLevel, MapType};
+use semroute_proto::{CLASSIFIER_SERVICE, CLASSIFY_METHOD};
+
+use crate::config::FilterConfig;
+use crate::filter::{Action, Host, HostError, HttpFilter};
+use crate::prompt::TokenCalibration;
+
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(LogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(SemrouteRoot { config: None, calibration: Rc::new(Cell::new(TokenCalibration::default())) }) });
+}}
+
+// proxy-wasm ABI constants.
+const BUFFER_HTTP_REQUEST_BODY: u32 = 0;
+const MAP_HTTP_REQUEST_HEADERS: u32 = 0;
+const MAP_HTTP_RESPONSE_HEADERS: u32 = 2;
+const STREAM_HTTP_REQUEST: u32 = 0;
+const STATUS_OK: u32 = 0;
+const STATUS_NOT_FOUND: u32 = 1;
+
+#[link(wasm_import_module = "env")]
+extern "C" {
+    fn proxy_get_buffer_bytes(
+        buffer_type: u32,
+        start: usize,
+        max_size: usize,
+        return_buffer_data: *mut *mut u8,
+        return_buffer_size: *mut usize,
+    ) -> u32;
+    fn proxy_set_buffer_bytes(
+        buffer_type: u32,
+        start: usize,
+        size: usize,
+        buffer_data: *const u8,
+        buffer_size: usize,
+    ) -> u32;
+    fn proxy_replace_header_map_value(
+        map_type: u32,
+        key_data: *const u8,
+        key_size: usize,
+        value_data: *const u8,
+        value_size: usize,
+    ) -> u32;
+    fn proxy_remove_header_map_value(map_type: u32, key_data: *const u8, key_size: usize) -> u32;
+    fn proxy_send_local_response(
+        status_code: u32,
+        status_code_details_data: *const u8,
+        status_code_details_size: usize,
+        body_data: *const u8,
+        body_size: usize,
+        headers_data: *const u8,
+        headers_size: usize,
+        grpc_status: i32,
+    ) -> u32;
+    fn proxy_continue_stream(stream_type: u32) -> u32;
+}
+
+fn get_buffer(buffer_type: u32, start: usize, max_size: usize) -> Result<Option<Vec<u8>>, u32> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: the host writes a pointer to memory it obtained from this
+    // module's allocator (`proxy_on_memory_allocate`, a `Vec<u8>` of
+    // capacity `size`), whose ownership passes to us.
+    let status =
+        unsafe { proxy_get_buffer_bytes(buffer_type, start, max_size, &mut data, &mut size) };
+    match status {
+        STATUS_OK if data.is_null() => Ok(None),
+        // SAFETY: see above; capacity equals the allocated size.
+        STATUS_OK => Ok(Some(unsafe { Vec::from_raw_parts(data, size, size) })),
+        STATUS_NOT_FOUND => Ok(None),
+        s => Err(s),
+    }
+}
+
+/// proxy-wasm map serialisation: count, (key len, value len) pairs, then
+/// NUL-terminated keys and values.
+fn serialize_headers(headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
+    for (k, v) in headers {
+        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+    }
+    for (k, v) in headers {
+        out.extend_from_slice(k.as_bytes());
+        out.push(0);
+        out.extend_from_slice(v.as_bytes());
+        out.push(0);
+    }
+    out
+}
+
+fn check(call: &'static str, status: u32) -> Result<(), HostError> {
+    if status == STATUS_OK {
+        Ok(())
+    } else {
+        Err(HostError { call, status })
+    }
+}
+
+fn log_err(r: Result<(), HostError>) {
+    if let Err(e) = r {
+        log::warn!("semroute: {e}");
+    }
+}
+
+fn set_header(map: u32, name: &str, value: &str) -> Result<(), HostError> {
+    // SAFETY: pointers and lengths describe live slices for the call.
+    let s = unsafe {
+        proxy_replace_header_map_value(map, name.as_ptr(), name.len(), value.as_ptr(), value.len())
+    };
+    check("replace_header_map_value", s)
+}
+
+struct SemrouteRoot {
+    config: Option<Rc<FilterConfig>>,
+    calibration: Rc<Cell<TokenCalibration>>,
+}
+
+impl Context for SemrouteRoot {}
+
+impl RootContext for SemrouteRoot {
+    fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
+        let bytes = match get_buffer(7, 0, usize::MAX) {
+            Ok(Some(b)) => b,
+            Ok(None) => {
+                log::error!("semroute: missing filter configuration (at least {{\"default_model\": ...}} is required)");
+                return false;
+            }
+            Err(s) => {
+                log::error!("semroute: cannot read the filter configuration (status {s})");
+                return false;
+            }
+        };
+        match FilterConfig::from_json(&bytes) {
+            Ok(c) => {
+                log::info!(
+                    "semroute: configured: default model {}, {} decisions, daemon cluster {} ({} ms), failure mode {:?}",
+                    c.default_model,
+                    c.decisions.len(),
+                    c.daemon.cluster,
+                    c.daemon.timeout_ms,
+                    c.failure_mode
+                );
+                self.calibration
+                    .set(TokenCalibration::new(c.compression.token_ratio));
+                self.config = Some(Rc::new(c));
+                true
+            }
+            Err(e) => {
+                log::error!("semroute: {e}");
+                false
+            }
+        }
+    }
+
+    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+        let config = self.config.clone()?;
+        Some(Box::new(SemrouteHttp {
+            filter: HttpFilter::new(config, Rc::clone(&self.calibration)),
+        }))
+    }
+
+    fn get_type(&self) -> Option<ContextType> {
+        Some(ContextType::HttpContext)
+    }
+}
+
+struct SemrouteHttp {
+    filter: HttpFilter,
+}
+
+/// [`Host`] over the proxy-wasm ABI for the stream whose callback runs.
+struct WasmHost;
+
+impl Host for WasmHost {
+    fn request_header(&self, name: &str) -> Option<String> {
+        hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
+            .ok()
+            .flatten()
+    }
+
+    fn request_header_names(&self) -> Vec<String> {
+        hostcalls::get_map(MapType::HttpRequestHeaders)
+            .map(|m| m.into_iter().map(|(k, _)| k).collect())
+            .unwrap_or_default()
+    }
+
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        log_err(set_header(MAP_HTTP_REQUEST_HEADERS, name, value));
+    }
+
+    fn remove_request_header(&mut self, name: &str) {
+        // SAFETY: pointer and length describe a live slice for the call.
+        let s = unsafe {
+            proxy_remove_header_map_value(MAP_HTTP_REQUEST_HEADERS, name.as_ptr(), name.len())
+        };
+        log_err(check("remove_header_map_value", s));
+    }
+
+    fn set_response_header(&mut self, name: &str, value: &str) {
+        log_err(set_header(MAP_HTTP_RESPONSE_HEADERS, name, value));
+    }
+
+    fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        match get_buffer(BUFFER_HTTP_REQUEST_BODY, start, len) {
+            Ok(b) => b,
+            Err(s) => {
+                log::warn!("semroute: reading the request body failed with status {s}");
+                None
+            }
+        }
+    }
+
+    fn replace_body_prefix(&mut self, drain: usize, prefix: &[u8]) -> Result<(), HostError> {
+        // SAFETY: pointer and length describe a live slice for the call.
+        let s = unsafe {
+            proxy_set_buffer_bytes(
+                BUFFER_HTTP_REQUEST_BODY,
+                0,
+                drain,
+                prefix.as_ptr(),
+                prefix.len(),
+            )
+        };
+        check("set_buffer_bytes", s)
+    }
+
+    fn dispatch_classify(
+        &mut self,
+        cluster: &str,
+        message: &[u8],
+        timeout: Duration,
+    ) -> Result<u32, HostError> {
+        hostcalls::dispatch_grpc_call(
+            cluster,
+            CLASSIFIER_SERVICE,
+            CLASSIFY_METHOD,
+            Vec::new(),
+            Some(message),
+            timeout,
+        )
+        .map_err(|s| HostError {
+            call: "grpc_call",
+            status: s as u32,
+        })
+    }
+
+    fn grpc_response_body(&self, len: usize) -> Option<Vec<u8>> {
+        // Buffer type 5: the gRPC receive buffer.
+        get_buffer(5, 0, len).ok().flatten()
+    }
+
+    fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        let h = serialize_headers(headers);
+        // SAFETY: pointers and lengths describe live slices for the call.
+        let s = unsafe {
+            proxy_send_local_response(
+                u32::from(status),
+                std::ptr::null(),
+                0,
+                body.as_ptr(),
+                body.len(),
+                h.as_ptr(),
+                h.len(),
+                -1,
+            )
+        };
+        log_err(check("send_local_response", s));
+    }
+
+    fn resume_request(&mut self) {
+        // SAFETY: no pointers involved.
+        let s = unsafe { proxy_continue_stream(STREAM_HTTP_REQUEST) };
+        log_err(check("continue_stream", s));
+    }
+
+    fn now_us(&self) -> u64 {
+        hostcalls::get_current_time()
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_micros() as u64)
+    }
+}
+
+fn to_wasm(a: Action) -> WasmAction {
+    match a {
+        Action::Continue => WasmAction::Continue,
+        Action::Pause => WasmAction::Pause,
+    }
+}
+
+impl Context for SemrouteHttp {
+    fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
+        self.filter
+            .on_grpc_response(&mut WasmHost, token_id, status_code, response_size);
+    }
+}
+
+impl HttpContext for SemrouteHttp {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> WasmAction {
+        to_wasm(self.filter.on_request_headers(&mut WasmHost, end_of_stream))
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> WasmAction {
+        to_wasm(
+            self.filter
+                .on_request_body(&mut WasmHost, body_size, end_of_stream),
+        )
+    }
+
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> WasmAction {
+        to_wasm(self.filter.on_request_trailers(&mut WasmHost))
+    }
+
+    fn on_http_response_headers(
+        &mut self,
+        _num_headers: usize,
+        _end_of_stream: bool,
+    ) -> WasmAction {
+        to_wasm(self.filter.on_response_headers(&mut WasmHost))
+    }
+}

@@ -1,0 +1,277 @@
+//! `semroute-upstream`: a local OpenAI-compatible server standing in for one
+//! model backend.
+//!
+//! `semroute-upstream --model NAME --port P` answers
+//! - `POST /v1/chat/completions` (JSON, or SSE with `stream: true`),
+//! - `POST /v1/responses` (JSON, or SSE events with `stream: true`),
+//! - `GET /v1/models`, `GET /health`, and `GET /stats` (`{"requests": N}`:
+//!   completions and responses answered so far).
+//!
+//! Every answer says which model served it, the `model` the body carried and
+//! the `x-semroute-*` headers that arrived, both in the generated text and as
+//! a `semroute` JSON field (`served_by`, `received_model`, `headers`,
+//! `body_bytes`, `content_length`, and `received_body` for bodies up to
+//! 256 KiB), so users and tests see where a request went and what reached
+//! the upstream. A body that is not valid JSON gets 400.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use clap::Parser;
+use futures_util::stream::{self, StreamExt};
+use serde_json::{json, Value};
+
+/// Largest received body echoed back verbatim, bytes.
+const ECHO_LIMIT: usize = 256 * 1024;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "semroute-upstream",
+    about = "Local OpenAI-compatible upstream that reports what it received"
+)]
+struct Args {
+    /// Name of the model this server stands in for.
+    #[arg(long)]
+    model: String,
+    /// TCP port to listen on.
+    #[arg(long)]
+    port: u16,
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: String,
+}
+
+#[derive(Clone)]
+struct AppState {
+    model: String,
+    requests: Arc<AtomicU64>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+fn error(status: StatusCode, message: &str, code: &str) -> Response {
+    let body =
+        json!({"error": {"message": message, "type": "invalid_request_error", "code": code}});
+    (status, Json(body)).into_response()
+}
+
+/// What arrived, echoed in every answer.
+struct Received {
+    body: Value,
+    report: Value,
+    summary: String,
+}
+
+fn inspect(state: &AppState, headers: &HeaderMap, raw: &Bytes) -> Result<Received, Box<Response>> {
+    state.requests.fetch_add(1, Ordering::Relaxed);
+    let body: Value = serde_json::from_slice(raw).map_err(|e| {
+        Box::new(error(
+            StatusCode::BAD_REQUEST,
+            &format!("upstream received invalid JSON: {e}"),
+            "invalid_json",
+        ))
+    })?;
+    let mut semroute_headers = BTreeMap::new();
+    for (name, value) in headers {
+        if name.as_str().starts_with("x-semroute-") {
+            semroute_headers.insert(
+                name.as_str().to_string(),
+                value.to_str().unwrap_or("<non-ascii>").to_string(),
+            );
+        }
+    }
+    let received_model = body.get("model").cloned().unwrap_or(Value::Null);
+    let content_length = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let mut report = json!({
+        "served_by": state.model,
+        "received_model": received_model,
+        "headers": semroute_headers,
+        "body_bytes": raw.len(),
+        "content_length": content_length,
+    });
+    if raw.len() <= ECHO_LIMIT {
+        if let (Some(obj), Ok(text)) = (report.as_object_mut(), std::str::from_utf8(raw)) {
+            obj.insert("received_body".into(), Value::String(text.to_string()));
+        }
+    }
+    let header_text = semroute_headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let summary = format!(
+        "[served by {}] request model: {}; semroute headers: {}",
+        state.model,
+        received_model,
+        if header_text.is_empty() {
+            "none".to_string()
+        } else {
+            header_text
+        }
+    );
+    Ok(Received {
+        body,
+        report,
+        summary,
+    })
+}
+
+fn sse(events: Vec<String>) -> Response {
+    let s = stream::iter(events).then(|e| async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        Ok::<_, Infallible>(Bytes::from(e))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(s))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Splits text into a few pieces for streaming.
+fn pieces(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_inclusive(' ').collect();
+    words.chunks(4).map(|c| c.concat()).collect()
+}
+
+async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> Response {
+    let r = match inspect(&state, &headers, &raw) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    let id = format!("chatcmpl-{}-{}", state.model, now());
+    if r.body.get("stream").and_then(Value::as_bool) == Some(true) {
+        let mut events = Vec::new();
+        for (i, piece) in pieces(&r.summary).into_iter().enumerate() {
+            let delta = if i == 0 {
+                json!({"role": "assistant", "content": piece})
+            } else {
+                json!({"content": piece})
+            };
+            let mut chunk = json!({
+                "id": id, "object": "chat.completion.chunk", "created": now(), "model": state.model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": null}],
+            });
+            if i == 0 {
+                chunk["semroute"] = r.report.clone();
+            }
+            events.push(format!("data: {chunk}\n\n"));
+        }
+        let last = json!({
+            "id": id, "object": "chat.completion.chunk", "created": now(), "model": state.model,
+            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        });
+        events.push(format!("data: {last}\n\n"));
+        events.push("data: [DONE]\n\n".to_string());
+        return sse(events);
+    }
+    let words = r.summary.split_whitespace().count();
+    Json(json!({
+        "id": id,
+        "object": "chat.completion",
+        "created": now(),
+        "model": state.model,
+        "choices": [{
+            "index": 0,
+            "message": {"role": "assistant", "content": r.summary, "refusal": null},
+            "finish_reason": "stop",
+        }],
+        "usage": {"prompt_tokens": r.report["body_bytes"].as_u64().unwrap_or(0) / 4, "completion_tokens": words,
+                  "total_tokens": r.report["body_bytes"].as_u64().unwrap_or(0) / 4 + words as u64},
+        "semroute": r.report,
+    }))
+    .into_response()
+}
+
+async fn responses(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> Response {
+    let r = match inspect(&state, &headers, &raw) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    let id = format!("resp_{}_{}", state.model, now());
+    let message = json!({
+        "type": "message", "id": format!("msg_{}", now()), "status": "completed", "role": "assistant",
+        "content": [{"type": "output_text", "text": r.summary, "annotations": []}],
+    });
+    let full = json!({
+        "id": id, "object": "response", "created_at": now(), "status": "completed", "model": state.model,
+        "output": [message], "semroute": r.report,
+    });
+    if r.body.get("stream").and_then(Value::as_bool) == Some(true) {
+        let mut events = Vec::new();
+        let created = json!({"type": "response.created", "response": {
+            "id": id, "object": "response", "status": "in_progress", "model": state.model}});
+        events.push(format!("event: response.created\ndata: {created}\n\n"));
+        for piece in pieces(&r.summary) {
+            let delta = json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": piece});
+            events.push(format!(
+                "event: response.output_text.delta\ndata: {delta}\n\n"
+            ));
+        }
+        let done = json!({"type": "response.completed", "response": full});
+        events.push(format!("event: response.completed\ndata: {done}\n\n"));
+        return sse(events);
+    }
+    Json(full).into_response()
+}
+
+async fn models(State(state): State<AppState>) -> Response {
+    Json(json!({"object": "list", "data": [{"id": state.model, "object": "model", "created": 0, "owned_by": "semroute"}]}))
+        .into_response()
+}
+
+async fn stats(State(state): State<AppState>) -> Response {
+    Json(json!({"model": state.model, "requests": state.requests.load(Ordering::Relaxed)}))
+        .into_response()
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+async fn not_found() -> Response {
+    error(StatusCode::NOT_FOUND, "unknown path", "not_found")
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let state = AppState {
+        model: args.model.clone(),
+        requests: Arc::new(AtomicU64::new(0)),
+    };
+    let app = Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/stats", get(stats))
+        .fallback(not_found)
+        .with_state(state);
+    let addr: SocketAddr = format!("{}:{}", args.host, args.port).parse()?;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    eprintln!(
+        "semroute-upstream: model {} listening on http://{addr}",
+        args.model
+    );
+    axum::serve(listener, app).await?;
+    Ok(())
+}

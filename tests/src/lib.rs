@@ -1,0 +1,669 @@
+//! End-to-end harness: starts the real router (Envoy with the semroute wasm
+//! filter, the inference daemon and one `semroute-upstream` per model
+//! cluster) on free ports with a private socket directory, and stops every
+//! child process on drop.
+//!
+//! The Envoy configuration is derived from the repository's `envoy.yaml` (the
+//! single source of truth) by substituting the listener and admin ports, the
+//! upstream ports, the daemon socket path, the wasm path and, optionally, the
+//! filter configuration.
+//!
+//! Artifacts and where they are looked for (environment overrides first):
+//!
+//! | artifact | variable | default |
+//! |---|---|---|
+//! | Envoy | `SEMROUTE_ENVOY` | `$SEMROUTE_BUILD_DIR/envoy/envoy` |
+//! | build dir | `SEMROUTE_BUILD_DIR` | `<workspace>/build` |
+//! | filter | `SEMROUTE_WASM` | `<target>/wasm32-wasip1/release/semroute_filter.wasm` |
+//! | daemon | `SEMROUTE_DAEMON_BIN` | `<target>/release/semroute-daemon`, else `<target>/debug/...` |
+//! | ONNX Runtime | `ORT_DYLIB_PATH` | `$SEMROUTE_BUILD_DIR/onnxruntime/libonnxruntime.so` |
+//! | evaluation data | `SEMROUTE_EVAL_DIR` | `<workspace>/../shared/eval` |
+//!
+//! `<target>` is `$CARGO_TARGET_DIR` or `<workspace>/target`. A missing
+//! artifact is an error that says how to build it, never a skipped test.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// The workspace root (parent of this crate).
+pub fn workspace_root() -> PathBuf {
+    let here = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    here.parent().map_or(here.clone(), Path::to_path_buf)
+}
+
+fn env_path(var: &str) -> Option<PathBuf> {
+    std::env::var_os(var)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The build directory (`SEMROUTE_BUILD_DIR`, default `<workspace>/build`).
+pub fn build_dir() -> PathBuf {
+    env_path("SEMROUTE_BUILD_DIR").unwrap_or_else(|| workspace_root().join("build"))
+}
+
+/// Cargo's target directory.
+pub fn target_dir() -> PathBuf {
+    match env_path("CARGO_TARGET_DIR") {
+        Some(p) if p.is_absolute() => p,
+        Some(p) => workspace_root().join(p),
+        None => workspace_root().join("target"),
+    }
+}
+
+/// The evaluation data directory (`SEMROUTE_EVAL_DIR`, default
+/// `<workspace>/../shared/eval`).
+pub fn eval_dir() -> PathBuf {
+    env_path("SEMROUTE_EVAL_DIR").unwrap_or_else(|| workspace_root().join("../shared/eval"))
+}
+
+fn require(path: PathBuf, what: &str) -> Result<PathBuf, String> {
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{what} not found at {}: run make setup / make build",
+            path.display()
+        ))
+    }
+}
+
+/// Path of the Envoy binary, or an error naming the make targets.
+pub fn envoy_bin() -> Result<PathBuf, String> {
+    require(
+        env_path("SEMROUTE_ENVOY").unwrap_or_else(|| build_dir().join("envoy/envoy")),
+        "Envoy",
+    )
+}
+
+/// Newest modification time of the files under `dir` (recursively).
+fn newest_mtime(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let t = if path.is_dir() {
+            newest_mtime(&path)
+        } else {
+            entry.metadata().ok().and_then(|m| m.modified().ok())
+        };
+        newest = newest.max(t);
+    }
+    newest
+}
+
+/// Path of the filter's wasm module; an error when it is missing or older
+/// than the filter's sources (a stale build would test old code).
+pub fn wasm_path() -> Result<PathBuf, String> {
+    let path = wasm_module()?;
+    if env_path("SEMROUTE_WASM").is_none() {
+        let built = fs::metadata(&path).and_then(|m| m.modified()).ok();
+        let sources = newest_mtime(&workspace_root().join("filter-wasm/src"));
+        if let (Some(built), Some(sources)) = (built, sources) {
+            if sources > built {
+                return Err(format!(
+                    "{} is older than filter-wasm/src: run make build",
+                    path.display()
+                ));
+            }
+        }
+    }
+    Ok(path)
+}
+
+fn wasm_module() -> Result<PathBuf, String> {
+    require(
+        env_path("SEMROUTE_WASM")
+            .unwrap_or_else(|| target_dir().join("wasm32-wasip1/release/semroute_filter.wasm")),
+        "the semroute filter (wasm32-wasip1, release)",
+    )
+}
+
+/// Path of the daemon binary (release preferred).
+pub fn daemon_bin() -> Result<PathBuf, String> {
+    if let Some(p) = env_path("SEMROUTE_DAEMON_BIN") {
+        return require(p, "semroute-daemon");
+    }
+    let release = target_dir().join("release/semroute-daemon");
+    if release.is_file() {
+        return Ok(release);
+    }
+    require(
+        target_dir().join("debug/semroute-daemon"),
+        "semroute-daemon",
+    )
+}
+
+/// Path of the ONNX Runtime shared library.
+pub fn ort_lib() -> Result<PathBuf, String> {
+    require(
+        env_path("ORT_DYLIB_PATH")
+            .unwrap_or_else(|| build_dir().join("onnxruntime/libonnxruntime.so")),
+        "ONNX Runtime",
+    )
+}
+
+/// A free TCP port on 127.0.0.1 (bound once and released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free port: {e}"))
+}
+
+/// A child process that is killed (and reaped) on drop.
+pub struct ChildGuard {
+    name: String,
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl ChildGuard {
+    /// Spawns `cmd` with stdout and stderr to `log`.
+    pub fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Result<Self, String> {
+        let out = fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(ChildGuard {
+            name: name.to_string(),
+            child: Some(child),
+            log,
+        })
+    }
+
+    /// Name given at spawn.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The process id.
+    pub fn id(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The exit status when the process has ended.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
+    }
+
+    /// Kills the process and waits for it.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// The last `bytes` of the process's output.
+    pub fn log_tail(&self, bytes: usize) -> String {
+        let text = fs::read(&self.log).unwrap_or_default();
+        let start = text.len().saturating_sub(bytes);
+        String::from_utf8_lossy(&text[start..]).into_owned()
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Minimal blocking HTTP/1.1 GET on 127.0.0.1; `None` when unreachable.
+pub fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s =
+        TcpStream::connect_timeout(&([127, 0, 0, 1], port).into(), Duration::from_millis(500))
+            .ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Some((status, body))
+}
+
+/// Polls `ready` every 50 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut ready: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if ready() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    ready()
+}
+
+/// The local upstream clusters of `envoy.yaml`: (cluster name = model, port).
+pub fn upstream_clusters(envoy_yaml: &str) -> Vec<(String, u16)> {
+    let mut out = Vec::new();
+    let mut in_clusters = false;
+    let mut name: Option<String> = None;
+    for line in envoy_yaml.lines() {
+        let t = line.trim();
+        if t.starts_with("clusters:") {
+            in_clusters = true;
+            continue;
+        }
+        if !in_clusters {
+            continue;
+        }
+        if let Some(n) = t.strip_prefix("- name:") {
+            name = Some(n.trim().to_string());
+        }
+        if let (Some(i), Some(n)) = (t.find("port_value:"), name.as_ref()) {
+            let digits: String = t[i + "port_value:".len()..]
+                .trim()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            if let Ok(p) = digits.parse() {
+                out.push((n.clone(), p));
+            }
+        }
+    }
+    out
+}
+
+/// The filter configuration embedded in `envoy.yaml` (the JSON block under
+/// `configuration: ... value: |`), with its line range and indentation.
+fn filter_config_block(yaml: &str) -> Result<(usize, usize, String, Value), String> {
+    let lines: Vec<&str> = yaml.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains("type.googleapis.com/google.protobuf.StringValue"))
+        .ok_or("envoy.yaml: no StringValue filter configuration")?;
+    let value_line = at + 1;
+    if lines.get(value_line).is_none_or(|l| l.trim() != "value: |") {
+        return Err("envoy.yaml: expected `value: |` after the StringValue type".into());
+    }
+    let first = value_line + 1;
+    let indent: String = lines
+        .get(first)
+        .ok_or("envoy.yaml: empty filter configuration")?
+        .chars()
+        .take_while(|c| *c == ' ')
+        .collect();
+    let mut end = first;
+    while end < lines.len() && (lines[end].starts_with(&indent) || lines[end].trim().is_empty()) {
+        end += 1;
+    }
+    let json: String = lines[first..end]
+        .iter()
+        .map(|l| l.trim_start())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let value = serde_json::from_str(&json)
+        .map_err(|e| format!("envoy.yaml: filter configuration is not JSON: {e}"))?;
+    Ok((first, end, indent, value))
+}
+
+/// The default filter configuration from `envoy.yaml`.
+pub fn default_filter_config() -> Result<Value, String> {
+    let yaml = read_envoy_yaml()?;
+    Ok(filter_config_block(&yaml)?.3)
+}
+
+fn read_envoy_yaml() -> Result<String, String> {
+    let path = workspace_root().join("envoy.yaml");
+    fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn replace_once(text: &str, from: &str, to: &str) -> Result<String, String> {
+    match text.matches(from).count() {
+        1 => Ok(text.replacen(from, to, 1)),
+        n => Err(format!(
+            "envoy.yaml: expected `{from}` exactly once, found {n} times"
+        )),
+    }
+}
+
+/// Ports and paths of one running router.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// Envoy listener port.
+    pub port: u16,
+    /// Envoy admin port.
+    pub admin_port: u16,
+    /// Daemon socket path.
+    pub socket: PathBuf,
+    /// Model name -> upstream port.
+    pub upstreams: Vec<(String, u16)>,
+}
+
+/// Renders `envoy.yaml` for `layout`, with `filter_config` replacing the
+/// embedded filter configuration when given.
+pub fn render_envoy_config(
+    layout: &Layout,
+    wasm: &Path,
+    filter_config: Option<&Value>,
+) -> Result<String, String> {
+    let yaml = read_envoy_yaml()?;
+    let (first, end, indent, default) = filter_config_block(&yaml)?;
+    let config = filter_config.unwrap_or(&default);
+    let pretty = serde_json::to_string_pretty(config).map_err(|e| e.to_string())?;
+    let mut lines: Vec<String> = yaml.lines().map(str::to_string).collect();
+    let block: Vec<String> = pretty.lines().map(|l| format!("{indent}{l}")).collect();
+    lines.splice(first..end, block);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    text = replace_once(
+        &text,
+        "port_value: 10000",
+        &format!("port_value: {}", layout.port),
+    )?;
+    text = replace_once(
+        &text,
+        "port_value: 9901",
+        &format!("port_value: {}", layout.admin_port),
+    )?;
+    text = replace_once(
+        &text,
+        "path: /tmp/semroute/daemon.sock",
+        &format!("path: {}", layout.socket.display()),
+    )?;
+    text = replace_once(
+        &text,
+        "filename: target/wasm32-wasip1/release/semroute_filter.wasm",
+        &format!("filename: {}", wasm.display()),
+    )?;
+    for ((name, default_port), (_, port)) in upstream_clusters(&yaml).iter().zip(&layout.upstreams)
+    {
+        let from = format!("port_value: {default_port} ");
+        let to = format!("port_value: {port} ");
+        text = replace_once(&text, &from, &to).map_err(|e| format!("{e} (cluster {name})"))?;
+    }
+    Ok(text)
+}
+
+/// How to start a [`Router`].
+#[derive(Debug, Clone, Default)]
+pub struct RouterOptions {
+    /// Start the real daemon (otherwise the socket stays absent).
+    pub daemon: bool,
+    /// Filter configuration replacing the one in `envoy.yaml`.
+    pub filter_config: Option<Value>,
+}
+
+/// A running router: Envoy, optionally the daemon, and the upstreams.
+pub struct Router {
+    /// Ports and socket.
+    pub layout: Layout,
+    /// Scratch directory (socket, logs, rendered config); removed on drop.
+    pub dir: tempfile_dir::TempDir,
+    /// Envoy.
+    pub envoy: ChildGuard,
+    /// The daemon, when started.
+    pub daemon: Option<ChildGuard>,
+    /// One per model.
+    pub upstreams: Vec<ChildGuard>,
+}
+
+/// A tiny self-removing temporary directory (no extra dependency).
+pub mod tempfile_dir {
+    use std::path::{Path, PathBuf};
+
+    /// Directory under the system temp dir, removed on drop.
+    #[derive(Debug)]
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        /// Creates a fresh directory named `prefix-<pid>-<n>`.
+        pub fn new(prefix: &str) -> std::io::Result<Self> {
+            use std::sync::atomic::{AtomicU32, Ordering};
+            static N: AtomicU32 = AtomicU32::new(0);
+            // Short paths: Unix socket paths are limited to 107 bytes.
+            let p = std::env::temp_dir().join(format!(
+                "{prefix}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            std::fs::create_dir_all(&p)?;
+            Ok(TempDir(p))
+        }
+
+        /// The directory.
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            if std::env::var_os("SEMROUTE_KEEP_TMP").is_none() {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+    }
+}
+
+impl Router {
+    /// Starts upstreams, the daemon (when asked) and Envoy, and waits until
+    /// each is ready. `upstream_bin` is the `semroute-upstream` binary.
+    pub fn start(upstream_bin: &Path, options: RouterOptions) -> Result<Router, String> {
+        let envoy_bin = envoy_bin()?;
+        let wasm = wasm_path()?;
+        let dir = tempfile_dir::TempDir::new("semroute-e2e").map_err(|e| e.to_string())?;
+        let yaml = read_envoy_yaml()?;
+        let upstreams: Vec<(String, u16)> = upstream_clusters(&yaml)
+            .into_iter()
+            .map(|(n, _)| (n, free_port()))
+            .collect();
+        if upstreams.is_empty() {
+            return Err("envoy.yaml declares no upstream clusters".into());
+        }
+        let layout = Layout {
+            port: free_port(),
+            admin_port: free_port(),
+            socket: dir.path().join("daemon.sock"),
+            upstreams,
+        };
+
+        let mut children = Vec::new();
+        for (model, port) in &layout.upstreams {
+            let mut cmd = Command::new(upstream_bin);
+            cmd.args(["--model", model, "--port", &port.to_string()]);
+            children.push(ChildGuard::spawn(
+                model,
+                cmd,
+                dir.path().join(format!("upstream-{model}.log")),
+            )?);
+        }
+
+        let daemon = if options.daemon {
+            let bin = daemon_bin()?;
+            let ort = ort_lib()?;
+            let mut cmd = Command::new(bin);
+            cmd.current_dir(workspace_root())
+                .env("ORT_DYLIB_PATH", ort)
+                .args(["serve", "--socket"])
+                .arg(&layout.socket)
+                .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())]);
+            Some(ChildGuard::spawn(
+                "semroute-daemon",
+                cmd,
+                dir.path().join("daemon.log"),
+            )?)
+        } else {
+            None
+        };
+
+        let config_path = dir.path().join("envoy.yaml");
+        let rendered = render_envoy_config(&layout, &wasm, options.filter_config.as_ref())?;
+        fs::write(&config_path, rendered).map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(envoy_bin);
+        cmd.current_dir(workspace_root())
+            .arg("-c")
+            .arg(&config_path)
+            .args(["--disable-hot-restart", "--concurrency", "1", "-l", "info"]);
+        let envoy = ChildGuard::spawn("envoy", cmd, dir.path().join("envoy.log"))?;
+
+        let mut router = Router {
+            layout,
+            dir,
+            envoy,
+            daemon,
+            upstreams: children,
+        };
+        router.wait_ready()?;
+        Ok(router)
+    }
+
+    fn wait_ready(&mut self) -> Result<(), String> {
+        for (i, (model, port)) in self.layout.upstreams.clone().iter().enumerate() {
+            if !wait_until(Duration::from_secs(20), || {
+                http_get(*port, "/health").is_some_and(|(s, _)| s == 200)
+            }) {
+                return Err(format!(
+                    "upstream {model} not ready: {}",
+                    self.upstreams[i].log_tail(2000)
+                ));
+            }
+        }
+        let admin = self.layout.admin_port;
+        let mut exited = None;
+        let ready = wait_until(Duration::from_secs(60), || {
+            exited = self.envoy.exited();
+            exited.is_some()
+                || http_get(admin, "/ready").is_some_and(|(s, b)| s == 200 && b.contains("LIVE"))
+        });
+        if !ready || exited.is_some() {
+            return Err(format!(
+                "Envoy did not become ready ({exited:?}):\n{}",
+                self.envoy.log_tail(6000)
+            ));
+        }
+        if let Some(d) = self.daemon.as_mut() {
+            let socket = self.layout.socket.clone();
+            let mut exited = None;
+            let ok = wait_until(Duration::from_secs(180), || {
+                exited = d.exited();
+                exited.is_some() || socket.exists()
+            });
+            if !ok || exited.is_some() {
+                return Err(format!(
+                    "semroute-daemon did not create its socket ({exited:?}); run make setup / make build:\n{}",
+                    d.log_tail(4000)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Base URL of the router, e.g. `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.layout.port)
+    }
+
+    /// Port of the upstream serving `model`.
+    pub fn upstream_port(&self, model: &str) -> Option<u16> {
+        self.layout
+            .upstreams
+            .iter()
+            .find(|(m, _)| m == model)
+            .map(|(_, p)| *p)
+    }
+
+    /// Requests answered by all upstreams so far.
+    pub fn upstream_requests(&self) -> u64 {
+        self.layout
+            .upstreams
+            .iter()
+            .filter_map(|(_, p)| http_get(*p, "/stats"))
+            .filter_map(|(_, b)| serde_json::from_str::<Value>(&b).ok())
+            .filter_map(|v| v["requests"].as_u64())
+            .sum()
+    }
+
+    /// Stops the daemon (the socket path stays, as after a crash).
+    pub fn stop_daemon(&mut self) {
+        if let Some(d) = self.daemon.as_mut() {
+            d.stop();
+        }
+    }
+
+    /// Log tails of every process, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut s = format!("--- envoy ---\n{}\n", self.envoy.log_tail(4000));
+        if let Some(d) = &self.daemon {
+            s.push_str(&format!("--- daemon ---\n{}\n", d.log_tail(3000)));
+        }
+        s
+    }
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "router logs (kept in {} with SEMROUTE_KEEP_TMP=1):\n{}",
+                self.dir.path().display(),
+                self.logs()
+            );
+        }
+        self.envoy.stop();
+        if let Some(d) = self.daemon.as_mut() {
+            d.stop();
+        }
+        for u in &mut self.upstreams {
+            u.stop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envoy_yaml_renders_for_a_layout() {
+        let yaml = read_envoy_yaml().unwrap();
+        let clusters = upstream_clusters(&yaml);
+        let names: Vec<&str> = clusters.iter().map(|(n, _)| n.as_str()).collect();
+        assert!(
+            names.contains(&"math-model") && names.contains(&"general-model"),
+            "{names:?}"
+        );
+        assert!(!names.contains(&"semroute_daemon"));
+        let layout = Layout {
+            port: 20000,
+            admin_port: 20001,
+            socket: PathBuf::from("/tmp/x/daemon.sock"),
+            upstreams: clusters
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n.clone(), 21000 + i as u16))
+                .collect(),
+        };
+        let mut cfg = default_filter_config().unwrap();
+        assert_eq!(cfg["default_model"], "general-model");
+        cfg["failure_mode"] = "closed".into();
+        let out = render_envoy_config(&layout, Path::new("/abs/f.wasm"), Some(&cfg)).unwrap();
+        assert!(out.contains("port_value: 20000"));
+        assert!(out.contains("path: /tmp/x/daemon.sock"));
+        assert!(out.contains("filename: /abs/f.wasm"));
+        assert!(out.contains("\"failure_mode\": \"closed\""));
+        assert!(!out.contains("port_value: 8101"));
+        assert_eq!(filter_config_block(&out).unwrap().3, cfg);
+    }
+}

@@ -1,0 +1,196 @@
+//! Failure handling through the real Envoy and filter, without the daemon:
+//! fail-open and fail-closed, a daemon that never answers (timeout), bad
+//! filter configuration rejected at load, and the checks that need no
+//! classification (400, 413, pass-through paths, header stripping).
+
+mod common;
+
+use std::os::unix::net::UnixListener;
+use std::time::{Duration, Instant};
+
+use common::{chat, post, start};
+use semroute_e2e::RouterOptions;
+use serde_json::json;
+
+const MATH: &str = "What is the derivative of x^3 + 2x with respect to x?";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fail_open_without_daemon_and_local_checks() {
+    let router = start(RouterOptions::default());
+
+    // Daemon socket absent: fail open to the default model, marked.
+    let r = chat(&router, "auto", MATH).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-semroute-fallback"), Some("daemon-unavailable"));
+    assert_eq!(r.header("x-semroute-model"), Some("general-model"));
+    let report = r.report();
+    assert_eq!(report["served_by"], "general-model");
+    assert_eq!(report["received_model"], "general-model");
+    assert_eq!(
+        report["headers"]["x-semroute-fallback"],
+        "daemon-unavailable"
+    );
+
+    // A named model passes through to its own cluster (route cache cleared
+    // after the filter set x-semroute-model), body untouched.
+    let body =
+        json!({"model": "law-model", "messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let r = post(&router, "/v1/chat/completions", body.clone(), &[]).await;
+    assert_eq!(r.report()["served_by"], "law-model");
+    assert_eq!(r.report()["received_body"], body.as_str());
+
+    // Client-sent x-semroute-* headers are removed before routing.
+    let r = post(
+        &router,
+        "/v1/chat/completions",
+        body.clone(),
+        &[
+            ("x-semroute-model", "math-model"),
+            ("x-semroute-decision", "forged"),
+        ],
+    )
+    .await;
+    assert_eq!(r.report()["served_by"], "law-model");
+    assert_ne!(r.report()["headers"]["x-semroute-decision"], "forged");
+    let r = client_get(&router, "/v1/models", &[("x-semroute-model", "math-model")]).await;
+    assert_eq!(r.0, 200);
+    assert!(r.1.contains("general-model"), "{}", r.1);
+
+    // Malformed JSON: 400 OpenAI error, never reaches an upstream.
+    let before = router.upstream_requests();
+    let r = post(
+        &router,
+        "/v1/chat/completions",
+        r#"{"model":"auto","messages":[{"role":"user","content":"hi"}"#,
+        &[],
+    )
+    .await;
+    let e = r.assert_openai_error(400);
+    assert_eq!(e["error"]["code"], "invalid_json");
+    let r = post(
+        &router,
+        "/v1/responses",
+        r#"{"model":"auto","input":"\ud800"}"#,
+        &[],
+    )
+    .await;
+    r.assert_openai_error(400);
+    // Over the body limit: 413 (content-length, and chunked).
+    let mut cfg = semroute_e2e::default_filter_config().unwrap();
+    let limit = cfg["limits"]["max_body_bytes"].as_u64().unwrap() as usize;
+    let big = format!(
+        r#"{{"model":"auto","messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "a".repeat(limit)
+    );
+    let r = post(&router, "/v1/chat/completions", big.clone(), &[]).await;
+    assert_eq!(
+        r.assert_openai_error(413)["error"]["code"],
+        "request_too_large"
+    );
+    let stream = futures_util::stream::iter(
+        big.into_bytes()
+            .chunks(65536)
+            .map(|c| Ok::<_, std::io::Error>(c.to_vec()))
+            .collect::<Vec<_>>(),
+    );
+    let r = post(
+        &router,
+        "/v1/chat/completions",
+        reqwest::Body::wrap_stream(stream),
+        &[],
+    )
+    .await;
+    r.assert_openai_error(413);
+    assert_eq!(
+        router.upstream_requests(),
+        before,
+        "rejected requests reached an upstream"
+    );
+    drop(router);
+
+    // Fail closed: 503 OpenAI error.
+    cfg["failure_mode"] = json!("closed");
+    let router = start(RouterOptions {
+        daemon: false,
+        filter_config: Some(cfg),
+    });
+    let r = chat(&router, "auto", MATH).await;
+    assert_eq!(
+        r.assert_openai_error(503)["error"]["code"],
+        "router_unavailable"
+    );
+}
+
+async fn client_get(
+    router: &semroute_e2e::Router,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    let mut req = common::client().get(format!("{}{path}", router.url()));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.expect("GET");
+    (r.status().as_u16(), r.text().await.unwrap_or_default())
+}
+
+/// A daemon that accepts connections and never answers: the configured
+/// timeout ends the wait, the request is routed (fail-open) and marked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hung_daemon_times_out() {
+    let mut cfg = semroute_e2e::default_filter_config().unwrap();
+    cfg["daemon"]["timeout_ms"] = json!(300);
+    let router = start(RouterOptions {
+        daemon: false,
+        filter_config: Some(cfg),
+    });
+    let listener = UnixListener::bind(&router.layout.socket).expect("bind fake daemon socket");
+    let hold = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in listener.incoming().take(8) {
+            match c {
+                Ok(c) => conns.push(c),
+                Err(_) => break,
+            }
+        }
+        std::thread::sleep(Duration::from_secs(30));
+        drop(conns);
+    });
+    let t0 = Instant::now();
+    let r = chat(&router, "auto", MATH).await;
+    let elapsed = t0.elapsed();
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-semroute-fallback"), Some("daemon-timeout"));
+    assert_eq!(r.report()["served_by"], "general-model");
+    assert!(
+        elapsed >= Duration::from_millis(280),
+        "answered before the timeout: {elapsed:?}"
+    );
+    assert!(
+        elapsed < Duration::from_millis(2000),
+        "timeout not honoured: {elapsed:?}"
+    );
+    drop(hold);
+}
+
+/// A filter configuration with an unknown field is rejected at load, with a
+/// log line naming the field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_config_is_rejected_at_load() {
+    let mut cfg = semroute_e2e::default_filter_config().unwrap();
+    cfg["jailbreak"]["treshold"] = json!(0.5);
+    let err = match semroute_e2e::Router::start(
+        std::path::Path::new(env!("CARGO_BIN_EXE_semroute-upstream")),
+        RouterOptions {
+            daemon: false,
+            filter_config: Some(cfg),
+        },
+    ) {
+        Ok(_) => panic!("Envoy accepted a filter configuration with an unknown field"),
+        Err(e) => e,
+    };
+    assert!(
+        err.contains("treshold"),
+        "the rejection does not name the field:\n{err}"
+    );
+}

@@ -1,0 +1,1055 @@
+//! The CPU attention kernel: tiled scaled-dot-product attention with an online
+//! softmax, so that no `seq x seq` score matrix is ever held in memory.
+//!
+//! # Algorithm
+//!
+//! For every query row `i` the kernel walks the key axis in tiles of
+//! [`KEY_TILE`] columns and keeps three running quantities: the row maximum
+//! `m`, the softmax denominator `l` and the un-normalised output `o`
+//! (`head_dim` floats). For a tile with scores `s_j` (already scaled and
+//! biased) it computes `m' = max(m, max_j s_j)`, rescales `l` and `o` by
+//! `exp(m - m')`, and adds `sum_j exp(s_j - m')` to `l` and
+//! `sum_j exp(s_j - m') * v_j` to `o`. After the last tile `o / l` is the exact
+//! softmax-weighted average. This is the *online softmax* of Milakov &
+//! Gimelshein, "Online normalizer calculation for softmax" (2018), organised in
+//! query and key tiles as in Dao et al., "FlashAttention: Fast and
+//! Memory-Efficient Exact Attention with IO-Awareness" (NeurIPS 2022).
+//!
+//! Memory: besides the inputs and the output, each worker holds one key tile
+//! transposed (`head_dim x KEY_TILE` floats), one score row (`KEY_TILE`
+//! floats) and the output accumulator of its query block (`QUERY_BLOCK x
+//! head_dim` floats): `O(seq)` overall, independent of `seq x seq`.
+//!
+//! Work is split into tasks of [`QUERY_BLOCK`] query rows of one
+//! `(batch, head)` pair; tasks run on a [`Parallel`] runner (ONNX Runtime's
+//! intra-op thread pool inside a session, scoped threads elsewhere).
+//!
+//! Sliding windows are handled by never visiting key tiles outside a query
+//! block's window, so windowed layers cost `O(seq x window)`.
+//!
+//! # Numerics
+//!
+//! fp32 inputs, fp32 accumulation. `exp` is a branch-free polynomial
+//! ([`exp_nonpositive`], relative error below 3e-7) that LLVM vectorises; the
+//! inner loops are written over fixed-width lanes so that they vectorise
+//! without reassociating floating-point sums. On x86-64 the kernel is compiled
+//! three times (baseline, AVX2+FMA, AVX-512) and the widest one the CPU
+//! supports is chosen at run time.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Query rows per task (and per output accumulator block).
+pub const QUERY_BLOCK: usize = 64;
+/// Key columns per tile, at most (32 on AVX2 and portable builds).
+pub const KEY_TILE: usize = 64;
+/// Floats per lane group: one AVX-512 register, two AVX2 or four SSE ones.
+const LANES: usize = 16;
+
+/// Errors from the attention kernels. All are caused by inconsistent inputs.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum AttentionError {
+    /// A buffer does not have the length the shape implies.
+    #[error("{what} has {actual} elements, expected {expected} for shape {shape:?}")]
+    Length {
+        /// Which buffer (`"q"`, `"k"`, `"v"`, `"bias"`, `"out"`).
+        what: &'static str,
+        /// Elements found.
+        actual: usize,
+        /// Elements the shape requires.
+        expected: usize,
+        /// The attention shape the lengths were checked against.
+        shape: AttentionShape,
+    },
+    /// The shape itself is unusable (for example `head_dim == 0`).
+    #[error("invalid attention shape {shape:?}: {reason}")]
+    Shape {
+        /// The rejected shape.
+        shape: AttentionShape,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A scale that is not a finite number.
+    #[error("attention scale must be finite, got {0}")]
+    Scale(String),
+    /// The parallel runner failed (for example ONNX Runtime's thread pool).
+    #[error("parallel runner failed: {0}")]
+    Parallel(String),
+    /// A worker panicked or a result slot was poisoned.
+    #[error("attention worker failed: {0}")]
+    Worker(&'static str),
+    /// The requested instruction-set variant does not run on this CPU.
+    #[error("kernel variant {0:?} is not supported by this CPU")]
+    Unsupported(KernelIsa),
+}
+
+/// Instruction-set variant of the CPU kernel. [`KernelIsa::Auto`] (what
+/// [`flash_attention`] uses) picks the widest one the CPU supports; the
+/// others exist so that every variant can be tested and measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelIsa {
+    /// The widest supported variant.
+    Auto,
+    /// Baseline x86-64 (SSE2) or non-x86 code, one query row at a time.
+    Portable,
+    /// AVX2 + FMA, two query rows per register block.
+    Avx2,
+    /// AVX-512 (F, VL, DQ, BW), four query rows per register block.
+    Avx512,
+}
+
+impl KernelIsa {
+    /// Whether this variant can run on the current CPU.
+    pub fn is_available(self) -> bool {
+        match self {
+            KernelIsa::Auto | KernelIsa::Portable => true,
+            #[cfg(target_arch = "x86_64")]
+            KernelIsa::Avx2 => {
+                std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(target_arch = "x86_64")]
+            KernelIsa::Avx512 => {
+                std::arch::is_x86_feature_detected!("avx512f")
+                    && std::arch::is_x86_feature_detected!("avx512vl")
+                    && std::arch::is_x86_feature_detected!("avx512dq")
+                    && std::arch::is_x86_feature_detected!("avx512bw")
+                    && std::arch::is_x86_feature_detected!("avx2")
+                    && std::arch::is_x86_feature_detected!("fma")
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            KernelIsa::Avx2 | KernelIsa::Avx512 => false,
+        }
+    }
+
+    /// The variant [`KernelIsa::Auto`] resolves to on this CPU.
+    pub fn detect() -> KernelIsa {
+        [KernelIsa::Avx512, KernelIsa::Avx2]
+            .into_iter()
+            .find(|isa| isa.is_available())
+            .unwrap_or(KernelIsa::Portable)
+    }
+}
+
+/// A sliding attention window in key positions relative to the query position.
+///
+/// Query `i` may attend to key `j` iff `i - left <= j <= i + right`; `None`
+/// means unbounded on that side. ModernBERT's local attention of 128 tokens is
+/// `Window { left: Some(64), right: Some(64) }`; global attention is
+/// [`Window::GLOBAL`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Window {
+    /// Keys at most this many positions before the query are visible.
+    pub left: Option<usize>,
+    /// Keys at most this many positions after the query are visible.
+    pub right: Option<usize>,
+}
+
+impl Window {
+    /// No window: every key is visible (subject to the padding bias).
+    pub const GLOBAL: Window = Window {
+        left: None,
+        right: None,
+    };
+
+    /// A window of `half` positions on each side of the query.
+    pub const fn symmetric(half: usize) -> Window {
+        Window {
+            left: Some(half),
+            right: Some(half),
+        }
+    }
+
+    /// Whether this window is unbounded on both sides.
+    pub const fn is_global(&self) -> bool {
+        self.left.is_none() && self.right.is_none()
+    }
+
+    /// Whether query position `i` may attend to key position `j`.
+    pub fn allows(&self, i: usize, j: usize) -> bool {
+        let left_ok = self.left.is_none_or(|l| j + l >= i);
+        let right_ok = self.right.is_none_or(|r| j <= i + r);
+        left_ok && right_ok
+    }
+
+    /// The half-open range of key positions visible from query `i` among
+    /// `0..seq_kv`.
+    pub fn key_range(&self, i: usize, seq_kv: usize) -> (usize, usize) {
+        let lo = self.left.map_or(0, |l| i.saturating_sub(l));
+        let hi = self.right.map_or(seq_kv, |r| {
+            i.saturating_add(r).saturating_add(1).min(seq_kv)
+        });
+        (lo.min(seq_kv), hi)
+    }
+}
+
+/// The dimensions of one attention call.
+///
+/// Q and the output are `[batch, heads, seq_q, head_dim]`; K and V are
+/// `[batch, heads, seq_kv, head_dim]`, all dense row-major fp32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AttentionShape {
+    /// Batch size.
+    pub batch: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Query positions.
+    pub seq_q: usize,
+    /// Key/value positions.
+    pub seq_kv: usize,
+    /// Features per head.
+    pub head_dim: usize,
+}
+
+impl AttentionShape {
+    fn q_len(&self) -> Option<usize> {
+        self.batch
+            .checked_mul(self.heads)?
+            .checked_mul(self.seq_q)?
+            .checked_mul(self.head_dim)
+    }
+
+    fn kv_len(&self) -> Option<usize> {
+        self.batch
+            .checked_mul(self.heads)?
+            .checked_mul(self.seq_kv)?
+            .checked_mul(self.head_dim)
+    }
+}
+
+/// Scale and window of an attention call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionParams {
+    /// Multiplier of `q . k` before the bias is added, usually
+    /// `1 / sqrt(head_dim)`.
+    pub scale: f32,
+    /// Sliding window; [`Window::GLOBAL`] for full attention.
+    pub window: Window,
+}
+
+/// An additive key-padding bias, broadcast over heads and query rows: the
+/// logical shape is `[batch, 1, 1, seq_kv]` (or `[1, 1, 1, seq_kv]` when
+/// `batch_stride == 0`). Typical values are `0` for real tokens and a large
+/// negative number (or `-inf`) for padding.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyBias<'a> {
+    /// The bias values, `seq_kv` per batch row.
+    pub data: &'a [f32],
+    /// Distance between batch rows in `data`: `seq_kv`, or `0` to share one
+    /// row across the batch.
+    pub batch_stride: usize,
+}
+
+/// Something that runs `tasks` independent closures, possibly in parallel.
+pub trait Parallel {
+    /// Calls `f(t)` exactly once for every `t` in `0..tasks`, in any order
+    /// and on any thread, and returns when all calls have finished.
+    fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) -> Result<(), AttentionError>;
+}
+
+/// Runs tasks one after another on the calling thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sequential;
+
+impl Parallel for Sequential {
+    fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) -> Result<(), AttentionError> {
+        (0..tasks).for_each(f);
+        Ok(())
+    }
+}
+
+/// Runs tasks on `threads` scoped OS threads (the caller included) that take
+/// task indices from a shared counter.
+#[derive(Debug, Clone, Copy)]
+pub struct ScopedThreads {
+    /// Number of threads, at least 1.
+    pub threads: usize,
+}
+
+impl ScopedThreads {
+    /// One thread per available CPU.
+    pub fn available() -> Self {
+        ScopedThreads {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    }
+}
+
+impl Parallel for ScopedThreads {
+    fn for_each(&self, tasks: usize, f: &(dyn Fn(usize) + Sync)) -> Result<(), AttentionError> {
+        let threads = self.threads.clamp(1, tasks.max(1));
+        if threads == 1 {
+            return Sequential.for_each(tasks, f);
+        }
+        let next = AtomicUsize::new(0);
+        let work = || loop {
+            let t = next.fetch_add(1, Ordering::Relaxed);
+            if t >= tasks {
+                break;
+            }
+            f(t);
+        };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+            work();
+            handles.into_iter().try_for_each(|h| {
+                h.join()
+                    .map_err(|_| AttentionError::Worker("thread panicked"))
+            })
+        })
+    }
+}
+
+/// Validated inputs shared by all tasks of one call.
+struct Problem<'a> {
+    q: &'a [f32],
+    /// K transposed tile by tile: for head `bh`, tile `ti`, feature `t`:
+    /// `kt[((bh * tiles + ti) * head_dim + t) * CH + ch][l] = k[bh][ti * tile + ch * LANES + l][t]`
+    /// (zero past the end), so that each task reads key tiles ready for the
+    /// register-blocked `Q K^T`.
+    kt: &'a [Lanes],
+    tile: usize,
+    v: &'a [f32],
+    bias: Option<KeyBias<'a>>,
+    shape: AttentionShape,
+    params: AttentionParams,
+}
+
+fn validate(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    bias: Option<&KeyBias<'_>>,
+    shape: AttentionShape,
+    params: &AttentionParams,
+    out_len: usize,
+) -> Result<(), AttentionError> {
+    if !params.scale.is_finite() {
+        return Err(AttentionError::Scale(params.scale.to_string()));
+    }
+    let (Some(q_len), Some(kv_len)) = (shape.q_len(), shape.kv_len()) else {
+        return Err(AttentionError::Shape {
+            shape,
+            reason: "element count overflows usize",
+        });
+    };
+    let check = |what, actual, expected| {
+        if actual == expected {
+            Ok(())
+        } else {
+            Err(AttentionError::Length {
+                what,
+                actual,
+                expected,
+                shape,
+            })
+        }
+    };
+    check("q", q.len(), q_len)?;
+    check("k", k.len(), kv_len)?;
+    check("v", v.len(), kv_len)?;
+    check("out", out_len, q_len)?;
+    if let Some(b) = bias {
+        if b.batch_stride != 0 && b.batch_stride != shape.seq_kv {
+            return Err(AttentionError::Shape {
+                shape,
+                reason: "bias batch stride must be 0 or seq_kv",
+            });
+        }
+        let expected = if b.batch_stride == 0 {
+            shape.seq_kv
+        } else {
+            shape.batch.saturating_mul(shape.seq_kv)
+        };
+        check("bias", b.data.len(), expected)?;
+    }
+    Ok(())
+}
+
+/// Fused attention: `out = softmax(scale * q k^T + bias, masked to the window) v`.
+///
+/// * `q`, `out`: `[batch, heads, seq_q, head_dim]`; `k`, `v`:
+///   `[batch, heads, seq_kv, head_dim]`; dense row-major fp32.
+/// * `bias`: optional key-padding bias `[batch | 1, 1, 1, seq_kv]`.
+/// * Query position `i` and key position `j` are compared directly for the
+///   window (self-attention alignment).
+///
+/// A query row whose visible keys all carry a bias of `-inf` gets an output
+/// of zeros (the convention of PyTorch's SDPA exports). With a finite large
+/// negative bias such a row averages the visible keys uniformly.
+///
+/// Errors: [`AttentionError`] when buffer lengths do not match `shape`, the
+/// scale is not finite, or the parallel runner fails.
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    bias: Option<KeyBias<'_>>,
+    shape: AttentionShape,
+    params: AttentionParams,
+    out: &mut [f32],
+    runner: &dyn Parallel,
+) -> Result<(), AttentionError> {
+    flash_attention_with_isa(KernelIsa::Auto, q, k, v, bias, shape, params, out, runner)
+}
+
+/// [`flash_attention`] with an explicit instruction-set variant.
+///
+/// Errors: as [`flash_attention`], plus [`AttentionError::Unsupported`] when
+/// the CPU lacks the variant's instructions.
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attention_with_isa(
+    isa: KernelIsa,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    bias: Option<KeyBias<'_>>,
+    shape: AttentionShape,
+    params: AttentionParams,
+    out: &mut [f32],
+    runner: &dyn Parallel,
+) -> Result<(), AttentionError> {
+    if !isa.is_available() {
+        return Err(AttentionError::Unsupported(isa));
+    }
+    validate(q, k, v, bias.as_ref(), shape, &params, out.len())?;
+    if out.is_empty() {
+        return Ok(());
+    }
+    if shape.head_dim == 0 {
+        return Err(AttentionError::Shape {
+            shape,
+            reason: "head_dim must be positive",
+        });
+    }
+    let d = shape.head_dim;
+    let blocks_per_head = shape.seq_q.div_ceil(QUERY_BLOCK);
+    // One output slot per task: the tasks' rows are contiguous and in order.
+    let slots: Vec<Mutex<&mut [f32]>> = out
+        .chunks_mut(shape.seq_q * d)
+        .flat_map(|head| head.chunks_mut(QUERY_BLOCK * d))
+        .map(Mutex::new)
+        .collect();
+    let kernel = select_kernel(isa);
+    let failed = AtomicUsize::new(0);
+    // Transpose K once per head (linear memory, the size of K).
+    let tile = kernel.tile;
+    let chunks = tile / LANES;
+    let tiles = shape.seq_kv.div_ceil(tile);
+    let per_head = tiles * d * chunks;
+    let mut kt: Vec<Lanes> = vec![[0.0; LANES]; shape.batch * shape.heads * per_head];
+    if per_head > 0 {
+        let kt_slots: Vec<Mutex<&mut [Lanes]>> = kt.chunks_mut(per_head).map(Mutex::new).collect();
+        let transpose = |bh: usize| {
+            let Some(Ok(mut dst)) = kt_slots.get(bh).map(|s| s.lock()) else {
+                failed.fetch_add(1, Ordering::Relaxed);
+                return;
+            };
+            let src = &k[bh * shape.seq_kv * d..(bh + 1) * shape.seq_kv * d];
+            for (j, krow) in src.chunks_exact(d).enumerate() {
+                let (ti, c) = (j / tile, j % tile);
+                for (t, &x) in krow.iter().enumerate() {
+                    dst[(ti * d + t) * chunks + c / LANES][c % LANES] = x;
+                }
+            }
+        };
+        runner.for_each(kt_slots.len(), &transpose)?;
+    }
+    let problem = Problem {
+        q,
+        kt: &kt,
+        tile,
+        v,
+        bias,
+        shape,
+        params,
+    };
+    let task = |t: usize| {
+        let bh = t / blocks_per_head;
+        let block = t % blocks_per_head;
+        match slots.get(t).map(|s| s.lock()) {
+            Some(Ok(mut slot)) => (kernel.task)(&problem, bh, block, &mut slot),
+            _ => {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    };
+    runner.for_each(slots.len(), &task)?;
+    if failed.load(Ordering::Relaxed) > 0 {
+        return Err(AttentionError::Worker("output slot unavailable"));
+    }
+    Ok(())
+}
+
+type TaskFn = fn(&Problem<'_>, usize, usize, &mut [f32]);
+
+/// A task function and the key tile width it was compiled for.
+struct TaskKernel {
+    task: TaskFn,
+    tile: usize,
+}
+
+/// The task function of a variant; callers have checked
+/// [`KernelIsa::is_available`].
+fn select_kernel(isa: KernelIsa) -> TaskKernel {
+    let isa = match isa {
+        KernelIsa::Auto => KernelIsa::detect(),
+        other => other,
+    };
+    match isa {
+        #[cfg(target_arch = "x86_64")]
+        KernelIsa::Avx512 => TaskKernel {
+            task: x86::task_avx512,
+            tile: 4 * LANES,
+        },
+        #[cfg(target_arch = "x86_64")]
+        KernelIsa::Avx2 => TaskKernel {
+            task: x86::task_avx2,
+            tile: 2 * LANES,
+        },
+        _ => TaskKernel {
+            task: task_portable,
+            tile: 2 * LANES,
+        },
+    }
+}
+
+fn task_portable(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
+    // 16 xmm registers: one row, 32-column tiles, no FMA.
+    attention_task::<1, 2, false>(p, bh, block, out)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    //! The same task compiled for wider vector units. Selected only after
+    //! run-time detection of the features (see `select_kernel`).
+    use super::{attention_task, Problem};
+
+    /// 16 ymm registers: two rows, 32-column tiles.
+    #[target_feature(enable = "avx2,fma")]
+    fn task_avx2_impl(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
+        attention_task::<2, 2, true>(p, bh, block, out)
+    }
+
+    /// 32 zmm registers: four rows, 64-column tiles.
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+    fn task_avx512_impl(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
+        attention_task::<4, 4, true>(p, bh, block, out)
+    }
+
+    pub(super) fn task_avx2(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
+        // SAFETY: `select_kernel` hands out this function only after
+        // `KernelIsa::is_available` (`is_x86_feature_detected!`) confirmed
+        // AVX2 and FMA on this CPU.
+        unsafe { task_avx2_impl(p, bh, block, out) }
+    }
+
+    pub(super) fn task_avx512(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
+        // SAFETY: `select_kernel` hands out this function only after
+        // `KernelIsa::is_available` (`is_x86_feature_detected!`) confirmed
+        // AVX-512 F/VL/DQ/BW, AVX2 and FMA on this CPU.
+        unsafe { task_avx512_impl(p, bh, block, out) }
+    }
+}
+
+/// `exp(x)` for `x <= 0` (and `-inf`), branch-free so that loops over it
+/// vectorise: `x = n ln 2 + r` with integer `n` (Cody-Waite reduction with a
+/// two-part `ln 2`, `|r| <= ln 2 / 2`), `e^r` from its degree-7 Taylor
+/// polynomial and `2^n` built from the exponent bits. Relative error below
+/// 3e-7 on `[-87, 0]`; inputs below -87 (and `-inf`) return 0.
+#[inline(always)]
+pub fn exp_nonpositive(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer.
+    const ROUND: f32 = 12_582_912.0;
+    // ln 2 = LN2_HI + LN2_LO, LN2_HI with few significant bits so that
+    // n * LN2_HI is exact for |n| <= 126.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    let keep = x > -87.0;
+    let xc = if keep { x } else { -87.0 };
+    let n = (xc * LOG2E + ROUND) - ROUND;
+    let r = (xc - n * LN2_HI) - n * LN2_LO;
+    let poly = 1.0
+        + r * (1.0
+            + r * (1.0 / 2.0
+                + r * (1.0 / 6.0
+                    + r * (1.0 / 24.0
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+    let bits = ((n as i32 + 127) as u32) << 23;
+    let v = poly * f32::from_bits(bits);
+    if keep {
+        v
+    } else {
+        0.0
+    }
+}
+
+/// `a * b + c`, as one fused multiply-add where the instantiation targets
+/// FMA hardware (`FMA = true`), as a multiply and an add otherwise (so that
+/// the portable build never calls the slow software `fmaf`).
+#[inline(always)]
+fn fmadd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
+    }
+}
+
+/// A vector-register-sized group of floats. The helpers below take and
+/// return lane groups by value with constant-bound index loops: LLVM then
+/// keeps them in vector registers (SROA + SLP) instead of stack arrays.
+/// (Index loops over register-blocked arrays are deliberate in this file,
+/// hence `allow(clippy::needless_range_loop)` on the kernels: iterator
+/// chains over the same arrays measured 3-4x slower, the accumulators being
+/// spilled to the stack.)
+type Lanes = [f32; LANES];
+
+/// `acc + a * b`, lane-wise.
+#[inline(always)]
+fn fma_lanes<const FMA: bool>(acc: Lanes, a: f32, b: &Lanes) -> Lanes {
+    let mut r = acc;
+    for l in 0..LANES {
+        r[l] = fmadd::<FMA>(a, b[l], r[l]);
+    }
+    r
+}
+
+/// `x + bias` for columns `first + l` inside `lo..hi`, `-inf` elsewhere.
+#[inline(always)]
+fn bias_and_mask(x: Lanes, bias: &Lanes, first: usize, lo: usize, hi: usize) -> Lanes {
+    let mut r = x;
+    for l in 0..LANES {
+        let c = first + l;
+        r[l] = if c >= lo && c < hi {
+            x[l] + bias[l]
+        } else {
+            f32::NEG_INFINITY
+        };
+    }
+    r
+}
+
+#[inline(always)]
+fn max_lanes(a: Lanes, b: &Lanes) -> Lanes {
+    let mut r = a;
+    for l in 0..LANES {
+        r[l] = if b[l] > a[l] { b[l] } else { a[l] };
+    }
+    r
+}
+
+#[inline(always)]
+fn add_lanes(a: Lanes, b: &Lanes) -> Lanes {
+    let mut r = a;
+    for l in 0..LANES {
+        r[l] = a[l] + b[l];
+    }
+    r
+}
+
+/// `exp(x - m)`, lane-wise.
+#[inline(always)]
+fn exp_lanes(x: Lanes, m: f32) -> Lanes {
+    let mut r = x;
+    for l in 0..LANES {
+        r[l] = exp_nonpositive(x[l] - m);
+    }
+    r
+}
+
+#[inline(always)]
+fn scale_lanes(x: &[f32], s: f32) -> Lanes {
+    let mut r = [0.0; LANES];
+    for l in 0..LANES {
+        r[l] = x[l] * s;
+    }
+    r
+}
+
+#[inline(always)]
+fn lanes_of(x: &[f32]) -> Option<&Lanes> {
+    <&Lanes>::try_from(x).ok()
+}
+
+/// `o[r][..] = o[r][..] * corr[r] + sum_c p[r][c] * v[c][..]` over the
+/// columns `c_lo..c_hi` of one key tile, for the `R` rows of a group and the
+/// output columns `col0 .. col0 + DC * LANES`, kept in registers.
+#[inline(always)]
+#[allow(clippy::too_many_arguments, clippy::needless_range_loop)]
+fn accumulate_pv<const R: usize, const CH: usize, const DC: usize, const FMA: bool>(
+    o: &mut [f32],
+    d: usize,
+    col0: usize,
+    corr: &[f32; R],
+    probs: &[[Lanes; CH]; R],
+    v: &[f32],
+    c_lo: usize,
+    c_hi: usize,
+) {
+    let mut acc = [[[0.0f32; LANES]; DC]; R];
+    for r in 0..R {
+        for k in 0..DC {
+            let at = r * d + col0 + k * LANES;
+            acc[r][k] = scale_lanes(&o[at..at + LANES], corr[r]);
+        }
+    }
+    for c in c_lo..c_hi {
+        let base = c * d + col0;
+        let mut vrow = [[0.0f32; LANES]; DC];
+        for k in 0..DC {
+            match lanes_of(&v[base + k * LANES..base + (k + 1) * LANES]) {
+                Some(x) => vrow[k] = *x,
+                None => return,
+            }
+        }
+        for r in 0..R {
+            let pc = probs[r][c / LANES][c % LANES];
+            for k in 0..DC {
+                acc[r][k] = fma_lanes::<FMA>(acc[r][k], pc, &vrow[k]);
+            }
+        }
+    }
+    for r in 0..R {
+        for k in 0..DC {
+            let at = r * d + col0 + k * LANES;
+            o[at..at + LANES].copy_from_slice(&acc[r][k]);
+        }
+    }
+}
+
+/// One task: query rows `block * QUERY_BLOCK ..` of head `bh` (flattened
+/// `batch * heads + head`), written to `out` (`rows * head_dim` floats).
+///
+/// Register blocking: `R` query rows share each key load, key tiles are
+/// `CH * LANES` columns wide, and the scores of the `R` rows (`R * CH` lane
+/// groups) stay in vector registers while the `head_dim` reduction runs.
+/// The instantiations pick `R` and `CH` to fit the register file (32 zmm for
+/// AVX-512, 16 ymm for AVX2, 16 xmm for the portable build).
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn attention_task<const R: usize, const CH: usize, const FMA: bool>(
+    p: &Problem<'_>,
+    bh: usize,
+    block: usize,
+    out: &mut [f32],
+) {
+    let AttentionShape {
+        heads,
+        seq_q,
+        seq_kv,
+        head_dim: d,
+        ..
+    } = p.shape;
+    let tile = CH * LANES;
+    let window = p.params.window;
+    let i0 = block * QUERY_BLOCK;
+    let rows = QUERY_BLOCK.min(seq_q.saturating_sub(i0));
+    if rows == 0 || out.len() < rows * d {
+        return;
+    }
+    let groups = rows.div_ceil(R);
+    let b = bh / heads;
+    let q = &p.q[(bh * seq_q + i0) * d..][..rows * d];
+    let v = &p.v[bh * seq_kv * d..][..seq_kv * d];
+    let bias = p.bias.map(|kb| &kb.data[b * kb.batch_stride..][..seq_kv]);
+
+    // Pre-scaled queries, transposed per group: qt[(g * d + t) * R + r].
+    let scale = p.params.scale;
+    let mut qt = vec![0.0f32; groups * d * R];
+    for (row, qrow) in q.chunks_exact(d).enumerate() {
+        let (g, r) = (row / R, row % R);
+        for (t, &x) in qrow.iter().enumerate() {
+            qt[(g * d + t) * R + r] = x * scale;
+        }
+    }
+    // Output accumulators (rows padded to whole groups) and softmax state.
+    let mut acc = vec![0.0f32; groups * R * d];
+    let mut row_max = vec![f32::NEG_INFINITY; groups * R];
+    let mut row_sum = vec![0.0f32; groups * R];
+    if p.tile != tile {
+        return;
+    }
+    let tiles = seq_kv.div_ceil(tile);
+    let mut bias_tile = [[0.0f32; LANES]; CH];
+    let full_chunks = d / LANES;
+
+    let (j_lo, _) = window.key_range(i0, seq_kv);
+    let (_, j_hi) = window.key_range(i0 + rows - 1, seq_kv);
+    let mut j0 = j_lo - j_lo % tile;
+    while j0 < j_hi {
+        let cols = tile.min(seq_kv - j0);
+        // Bias tile; a fully `-inf` tile contributes exactly nothing.
+        for c in 0..tile {
+            bias_tile[c / LANES][c % LANES] = match bias {
+                Some(bias) if c < cols => bias[j0 + c],
+                _ => 0.0,
+            };
+        }
+        if bias.is_some()
+            && bias_tile
+                .iter()
+                .flatten()
+                .take(cols)
+                .all(|&x| x == f32::NEG_INFINITY)
+        {
+            j0 += tile;
+            continue;
+        }
+        // Transposed key tile: kt[t * CH + ch][l] = k[j0 + ch * LANES + l][t].
+        let kt_at = ((bh * tiles + j0 / tile) * d) * CH;
+        let kt = &p.kt[kt_at..kt_at + d * CH];
+        let vt = &v[j0 * d..(j0 + cols) * d];
+
+        for g in 0..groups {
+            // Visible column range of each row of the group within the tile.
+            let mut ranges = [(0usize, 0usize); R];
+            let mut any = false;
+            for (r, range) in ranges.iter_mut().enumerate() {
+                let i = i0 + g * R + r;
+                if i >= i0 + rows {
+                    continue;
+                }
+                let (lo, hi) = window.key_range(i, seq_kv);
+                let c_lo = lo.max(j0) - j0;
+                let c_hi = hi.min(j0 + cols).saturating_sub(j0);
+                if c_lo < c_hi {
+                    *range = (c_lo, c_hi);
+                    any = true;
+                }
+            }
+            if !any {
+                continue;
+            }
+
+            // scores[r] = (scale q_r) . K_tile^T, accumulated in registers
+            // (`sacc` is only indexed by constants, so it is never spilled).
+            let mut sacc = [[[0.0f32; LANES]; CH]; R];
+            let qg = &qt[g * d * R..(g + 1) * d * R];
+            for t in 0..d {
+                let Ok(kr) = <&[Lanes; CH]>::try_from(&kt[t * CH..(t + 1) * CH]) else {
+                    return;
+                };
+                let Ok(qv) = <&[f32; R]>::try_from(&qg[t * R..(t + 1) * R]) else {
+                    return;
+                };
+                for r in 0..R {
+                    for ch in 0..CH {
+                        sacc[r][ch] = fma_lanes::<FMA>(sacc[r][ch], qv[r], &kr[ch]);
+                    }
+                }
+            }
+            let mut s = sacc;
+
+            // Online softmax update per row.
+            let mut corr = [1.0f32; R];
+            let (mut u_lo, mut u_hi) = (tile, 0);
+            for r in 0..R {
+                let (c_lo, c_hi) = ranges[r];
+                let mut m = [f32::NEG_INFINITY; LANES];
+                for ch in 0..CH {
+                    s[r][ch] = bias_and_mask(s[r][ch], &bias_tile[ch], ch * LANES, c_lo, c_hi);
+                    m = max_lanes(m, &s[r][ch]);
+                }
+                let t_max = m
+                    .iter()
+                    .fold(f32::NEG_INFINITY, |a, &x| if x > a { x } else { a });
+                let slot = g * R + r;
+                let m_old = row_max[slot];
+                let m_new = if t_max > m_old { t_max } else { m_old };
+                if m_new == f32::NEG_INFINITY {
+                    // Nothing visible yet, or everything -inf: weights 0.
+                    s[r] = [[0.0; LANES]; CH];
+                    continue;
+                }
+                let mut sum = [0.0f32; LANES];
+                for ch in 0..CH {
+                    s[r][ch] = exp_lanes(s[r][ch], m_new);
+                    sum = add_lanes(sum, &s[r][ch]);
+                }
+                corr[r] = exp_nonpositive(m_old - m_new);
+                row_sum[slot] = row_sum[slot] * corr[r] + sum.iter().sum::<f32>();
+                row_max[slot] = m_new;
+                if c_lo < c_hi {
+                    u_lo = u_lo.min(c_lo);
+                    u_hi = u_hi.max(c_hi);
+                }
+            }
+            if u_lo >= u_hi {
+                // No weights: only the rescaling (a no-op unless the maximum moved).
+                if corr.iter().all(|&c| c == 1.0) {
+                    continue;
+                }
+            }
+
+            // acc[rows of g] = acc * corr + P . V_tile
+            let o = &mut acc[g * R * d..(g + 1) * R * d];
+            let mut col = 0;
+            while col + 2 * LANES <= full_chunks * LANES {
+                accumulate_pv::<R, CH, 2, FMA>(o, d, col, &corr, &s, vt, u_lo, u_hi);
+                col += 2 * LANES;
+            }
+            if col < full_chunks * LANES {
+                accumulate_pv::<R, CH, 1, FMA>(o, d, col, &corr, &s, vt, u_lo, u_hi);
+                col += LANES;
+            }
+            for t in col..d {
+                for r in 0..R {
+                    let mut x = o[r * d + t] * corr[r];
+                    for c in u_lo..u_hi {
+                        x = fmadd::<FMA>(s[r][c / LANES][c % LANES], vt[c * d + t], x);
+                    }
+                    o[r * d + t] = x;
+                }
+            }
+        }
+        j0 += tile;
+    }
+
+    for (row, orow) in out.chunks_exact_mut(d).take(rows).enumerate() {
+        let inv = if row_sum[row] > 0.0 {
+            1.0 / row_sum[row]
+        } else {
+            0.0
+        };
+        for (o, &a) in orow.iter_mut().zip(&acc[row * d..(row + 1) * d]) {
+            *o = a * inv;
+        }
+    }
+}
+
+/// Reference attention, one query row at a time in f64: the definition the
+/// fused kernel is tested against. Same arguments and conventions as
+/// [`flash_attention`] (rows whose visible keys are all `-inf` give zeros);
+/// returns the output `[batch, heads, seq_q, head_dim]`.
+///
+/// Errors: [`AttentionError`] when buffer lengths do not match `shape`.
+pub fn naive_attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    bias: Option<KeyBias<'_>>,
+    shape: AttentionShape,
+    params: AttentionParams,
+) -> Result<Vec<f32>, AttentionError> {
+    let AttentionShape {
+        batch,
+        heads,
+        seq_q,
+        seq_kv,
+        head_dim: d,
+    } = shape;
+    let q_len = shape.q_len().ok_or(AttentionError::Shape {
+        shape,
+        reason: "element count overflows usize",
+    })?;
+    validate(q, k, v, bias.as_ref(), shape, &params, q_len)?;
+    let mut out = vec![0.0f32; q_len];
+    let mut scores = vec![0.0f64; seq_kv];
+    let mut accum = vec![0.0f64; d];
+    for b in 0..batch {
+        for h in 0..heads {
+            let bh = b * heads + h;
+            for i in 0..seq_q {
+                let qrow = &q[(bh * seq_q + i) * d..][..d];
+                let mut max = f64::NEG_INFINITY;
+                for (j, s) in scores.iter_mut().enumerate() {
+                    if !params.window.allows(i, j) {
+                        *s = f64::NEG_INFINITY;
+                        continue;
+                    }
+                    let krow = &k[(bh * seq_kv + j) * d..][..d];
+                    let dot: f64 = qrow
+                        .iter()
+                        .zip(krow)
+                        .map(|(&a, &b)| a as f64 * b as f64)
+                        .sum();
+                    let bias_v = bias.map_or(0.0, |kb| kb.data[b * kb.batch_stride + j] as f64);
+                    *s = dot * params.scale as f64 + bias_v;
+                    max = max.max(*s);
+                }
+                if max == f64::NEG_INFINITY {
+                    continue;
+                }
+                let mut sum = 0.0f64;
+                for s in scores.iter_mut() {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                accum.iter_mut().for_each(|a| *a = 0.0);
+                for (j, &p) in scores.iter().enumerate() {
+                    if p != 0.0 {
+                        let vrow = &v[(bh * seq_kv + j) * d..][..d];
+                        for (a, &x) in accum.iter_mut().zip(vrow) {
+                            *a += p * x as f64;
+                        }
+                    }
+                }
+                let orow = &mut out[(bh * seq_q + i) * d..][..d];
+                for (o, &a) in orow.iter_mut().zip(&accum) {
+                    *o = (a / sum) as f32;
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_matches_std() {
+        let mut worst = 0.0f32;
+        let mut x = 0.0f32;
+        while x > -87.0 {
+            let rel = ((exp_nonpositive(x) - x.exp()) / x.exp()).abs();
+            worst = worst.max(rel);
+            x -= 0.013;
+        }
+        assert!(worst < 3e-7, "worst relative error {worst}");
+        assert_eq!(exp_nonpositive(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_nonpositive(-100.0), 0.0);
+        assert_eq!(exp_nonpositive(0.0), 1.0);
+    }
+
+    #[test]
+    fn window_ranges() {
+        let w = Window::symmetric(2);
+        assert_eq!(w.key_range(0, 10), (0, 3));
+        assert_eq!(w.key_range(5, 10), (3, 8));
+        assert_eq!(w.key_range(9, 10), (7, 10));
+        assert!(w.allows(5, 3) && w.allows(5, 7) && !w.allows(5, 2) && !w.allows(5, 8));
+        assert_eq!(Window::GLOBAL.key_range(4, 10), (0, 10));
+        let causal = Window {
+            left: None,
+            right: Some(0),
+        };
+        assert_eq!(causal.key_range(4, 10), (0, 5));
+    }
+
+    #[test]
+    fn rejects_bad_lengths() {
+        let shape = AttentionShape {
+            batch: 1,
+            heads: 1,
+            seq_q: 2,
+            seq_kv: 2,
+            head_dim: 4,
+        };
+        let params = AttentionParams {
+            scale: 0.5,
+            window: Window::GLOBAL,
+        };
+        let x = vec![0.0; 8];
+        let mut out = vec![0.0; 7];
+        let err = flash_attention(&x, &x, &x, None, shape, params, &mut out, &Sequential);
+        assert!(matches!(
+            err,
+            Err(AttentionError::Length { what: "out", .. })
+        ));
+    }
+}

@@ -1,0 +1,426 @@
+//! The fused kernel against the reference attention on random inputs:
+//! padding (shared, per batch row, `-inf`, `finfo.min`, `-1e4`), sliding and
+//! one-sided windows, odd lengths, head dims 32/64/128; directly and through
+//! ONNX Runtime as the `com.semroute::FlashAttention` custom op.
+
+mod support;
+
+use ort::session::Session;
+use ort::value::Tensor;
+use semroute_kernels::onnx::{
+    self, type_proto, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, TypeProto,
+    ValueInfoProto,
+};
+use semroute_kernels::{
+    flash_attention, flash_attention_with_isa, naive_attention, AttentionParams, AttentionShape,
+    KernelIsa, KeyBias, ScopedThreads, Sequential, Window,
+};
+use support::{rel_err, Rng};
+
+const TOL: f32 = 1e-4;
+
+#[derive(Clone, Copy, Debug)]
+enum Pad {
+    None,
+    Shared(f32),
+    PerRow(f32),
+}
+
+fn bias_for(pad: Pad, batch: usize, seq: usize) -> Option<(Vec<f32>, usize)> {
+    let padded =
+        |b: usize, j: usize| j >= seq - (b * seq / 3).min(seq - 1) || (b == 1 && j == seq / 2);
+    match pad {
+        Pad::None => None,
+        Pad::Shared(v) => Some((
+            (0..seq)
+                .map(|j| if j + 1 == seq && seq > 1 { v } else { 0.0 })
+                .collect(),
+            0,
+        )),
+        Pad::PerRow(v) => Some((
+            (0..batch)
+                .flat_map(|b| (0..seq).map(move |j| if b > 0 && padded(b, j) { v } else { 0.0 }))
+                .collect(),
+            seq,
+        )),
+    }
+}
+
+fn check(shape: AttentionShape, window: Window, pad: Pad, seed: u64) {
+    let mut rng = Rng(seed);
+    let AttentionShape {
+        batch,
+        heads,
+        seq_q,
+        seq_kv,
+        head_dim,
+    } = shape;
+    let q = rng.vec(batch * heads * seq_q * head_dim, 2.0);
+    let k = rng.vec(batch * heads * seq_kv * head_dim, 2.0);
+    let v = rng.vec(batch * heads * seq_kv * head_dim, 1.0);
+    let bias = bias_for(pad, batch, seq_kv);
+    let kb = bias.as_ref().map(|(data, stride)| KeyBias {
+        data,
+        batch_stride: *stride,
+    });
+    let params = AttentionParams {
+        scale: 1.0 / (head_dim as f32).sqrt(),
+        window,
+    };
+    let reference = naive_attention(&q, &k, &v, kb, shape, params).expect("reference");
+    // Rows whose visible keys are all padded with a moderate finite bias
+    // (-1e4) hold outputs at padded positions whose values hinge on fp32
+    // rounding of `score + bias` (ulp(1e4) ~ 1e-3); they are excluded. With
+    // -inf or finfo.min such rows are exact (zeros / uniform average) and
+    // compared like all others.
+    let moderate = matches!(pad, Pad::PerRow(x) | Pad::Shared(x) if x.is_finite() && x > -1e30);
+    let keep_row = |b: usize, i: usize| {
+        !moderate
+            || (0..seq_kv).any(|j| {
+                window.allows(i, j)
+                    && bias
+                        .as_ref()
+                        .is_none_or(|(data, stride)| data[b * stride + j] == 0.0)
+            })
+    };
+    let select = |xs: &[f32]| -> Vec<f32> {
+        let mut out = Vec::new();
+        for b in 0..batch {
+            for h in 0..heads {
+                for i in 0..seq_q {
+                    if keep_row(b, i) {
+                        let at = ((b * heads + h) * seq_q + i) * head_dim;
+                        out.extend_from_slice(&xs[at..at + head_dim]);
+                    }
+                }
+            }
+        }
+        out
+    };
+    let reference = select(&reference);
+    // Alternate between one, two and three worker threads, and between the
+    // instruction-set variants this CPU runs, across cases.
+    let isas: Vec<KernelIsa> = [KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512]
+        .into_iter()
+        .filter(|i| i.is_available())
+        .collect();
+    let isa = isas[(seed as usize / 3) % isas.len()];
+    let threads = 1 + (seed % 3) as usize;
+    let mut out = vec![f32::NAN; batch * heads * seq_q * head_dim];
+    let runner = ScopedThreads { threads };
+    flash_attention_with_isa(isa, &q, &k, &v, kb, shape, params, &mut out, &runner).expect("fused");
+    let err = rel_err(&select(&out), &reference);
+    assert!(
+        err <= TOL,
+        "relative error {err:e} for {shape:?} {window:?} {pad:?} threads {threads} {isa:?}"
+    );
+}
+
+#[test]
+fn fused_matches_reference_on_random_inputs() {
+    let windows = [
+        Window::GLOBAL,
+        Window::symmetric(16),
+        Window {
+            left: Some(5),
+            right: Some(40),
+        },
+        Window {
+            left: None,
+            right: Some(0),
+        },
+    ];
+    let pads = [
+        Pad::None,
+        Pad::Shared(f32::NEG_INFINITY),
+        Pad::PerRow(f32::NEG_INFINITY),
+        Pad::PerRow(f32::MIN),
+        Pad::PerRow(-1e4),
+    ];
+    let mut seed = 1;
+    for head_dim in [32, 64, 128] {
+        for seq in [1, 7, 63, 65, 130] {
+            for window in windows {
+                for pad in pads {
+                    seed += 1;
+                    let shape = AttentionShape {
+                        batch: 2,
+                        heads: 3,
+                        seq_q: seq,
+                        seq_kv: seq,
+                        head_dim,
+                    };
+                    check(shape, window, pad, seed);
+                }
+            }
+        }
+        // Longer sequences (several key tiles and query blocks), fewer combinations.
+        for (window, pad) in [
+            (Window::GLOBAL, Pad::PerRow(f32::NEG_INFINITY)),
+            (Window::symmetric(16), Pad::PerRow(f32::MIN)),
+        ] {
+            seed += 1;
+            let shape = AttentionShape {
+                batch: 2,
+                heads: 2,
+                seq_q: 301,
+                seq_kv: 301,
+                head_dim,
+            };
+            check(shape, window, pad, seed);
+        }
+    }
+}
+
+#[test]
+fn fused_matches_reference_with_odd_head_dims_and_cross_lengths() {
+    for (i, (head_dim, seq_q, seq_kv)) in [
+        (16, 33, 33),
+        (24, 70, 70),
+        (48, 129, 129),
+        (64, 40, 300),
+        (32, 200, 9),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let shape = AttentionShape {
+            batch: 2,
+            heads: 2,
+            seq_q,
+            seq_kv,
+            head_dim,
+        };
+        check(shape, Window::GLOBAL, Pad::PerRow(f32::MIN), 100 + i as u64);
+        check(
+            shape,
+            Window::symmetric(20),
+            Pad::PerRow(f32::NEG_INFINITY),
+            200 + i as u64,
+        );
+    }
+}
+
+#[test]
+fn fully_masked_rows_follow_the_documented_convention() {
+    // Every key of batch row 0 padded with -inf: zeros; with finfo.min: the
+    // uniform average of the visible values.
+    let shape = AttentionShape {
+        batch: 1,
+        heads: 1,
+        seq_q: 5,
+        seq_kv: 5,
+        head_dim: 4,
+    };
+    let mut rng = Rng(7);
+    let q = rng.vec(20, 1.0);
+    let k = rng.vec(20, 1.0);
+    let v = rng.vec(20, 1.0);
+    let params = AttentionParams {
+        scale: 0.5,
+        window: Window::GLOBAL,
+    };
+    let mut out = vec![1.0; 20];
+    let neg_inf = vec![f32::NEG_INFINITY; 5];
+    let kb = KeyBias {
+        data: &neg_inf,
+        batch_stride: 5,
+    };
+    flash_attention(&q, &k, &v, Some(kb), shape, params, &mut out, &Sequential).expect("run");
+    assert!(out.iter().all(|&x| x == 0.0));
+    let min = vec![f32::MIN; 5];
+    let kb = KeyBias {
+        data: &min,
+        batch_stride: 5,
+    };
+    flash_attention(&q, &k, &v, Some(kb), shape, params, &mut out, &Sequential).expect("run");
+    for t in 0..4 {
+        let mean: f32 = (0..5).map(|j| v[j * 4 + t]).sum::<f32>() / 5.0;
+        assert!((out[t] - mean).abs() < 1e-6);
+    }
+}
+
+fn tensor_input(name: &str, rank: usize) -> ValueInfoProto {
+    ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(TypeProto {
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: Some(onnx::dtype::FLOAT),
+                shape: Some(onnx::TensorShapeProto {
+                    dim: (0..rank)
+                        .map(|i| onnx::tensor_shape_proto::Dimension {
+                            value: Some(onnx::tensor_shape_proto::dimension::Value::DimParam(
+                                format!("{name}_{i}"),
+                            )),
+                            denotation: None,
+                        })
+                        .collect(),
+                }),
+            })),
+            denotation: None,
+        }),
+        ..Default::default()
+    }
+}
+
+/// A one-node model: Y = FlashAttention(Q, K, V[, B]).
+fn single_op_model(with_bias: bool, scale: Option<f32>, window: Window) -> Vec<u8> {
+    let mut inputs = vec!["Q".to_string(), "K".into(), "V".into()];
+    let mut graph_inputs = vec![
+        tensor_input("Q", 4),
+        tensor_input("K", 4),
+        tensor_input("V", 4),
+    ];
+    if with_bias {
+        inputs.push("B".into());
+        graph_inputs.push(tensor_input("B", 4));
+    }
+    let mut attrs = Vec::new();
+    if let Some(s) = scale {
+        attrs.push(onnx::attr_float("scale", s));
+    }
+    if let Some(l) = window.left {
+        attrs.push(onnx::attr_int("window_left", l as i64));
+    }
+    if let Some(r) = window.right {
+        attrs.push(onnx::attr_int("window_right", r as i64));
+    }
+    let model = ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![
+            OperatorSetIdProto {
+                domain: Some(String::new()),
+                version: Some(17),
+            },
+            OperatorSetIdProto {
+                domain: Some(semroute_kernels::DOMAIN.into()),
+                version: Some(1),
+            },
+        ],
+        graph: Some(GraphProto {
+            name: Some("single".into()),
+            node: vec![NodeProto {
+                op_type: Some(semroute_kernels::OP_TYPE.into()),
+                domain: Some(semroute_kernels::DOMAIN.into()),
+                input: inputs,
+                output: vec!["Y".into()],
+                attribute: attrs,
+                ..Default::default()
+            }],
+            input: graph_inputs,
+            output: vec![tensor_input("Y", 4)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    onnx::encode_model(&model)
+}
+
+#[test]
+fn custom_op_in_onnx_runtime_matches_reference() {
+    let env = support::ort_env();
+    let cases = [
+        (64, 1, 4, 300, Window::GLOBAL, true, Some(0.125)),
+        (32, 2, 3, 131, Window::symmetric(20), true, None),
+        (
+            128,
+            2,
+            2,
+            97,
+            Window {
+                left: Some(3),
+                right: Some(0),
+            },
+            false,
+            Some(0.05),
+        ),
+        (64, 2, 2, 700, Window::symmetric(64), true, Some(0.125)),
+    ];
+    for (i, (head_dim, batch, heads, seq, window, with_bias, scale)) in
+        cases.into_iter().enumerate()
+    {
+        let mut rng = Rng(1000 + i as u64);
+        let shape = AttentionShape {
+            batch,
+            heads,
+            seq_q: seq,
+            seq_kv: seq,
+            head_dim,
+        };
+        let n = batch * heads * seq * head_dim;
+        let (q, k, v) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+        let bias: Vec<f32> = (0..batch)
+            .flat_map(|b| {
+                (0..seq).map(move |j| {
+                    if b == 1 && j >= seq * 3 / 4 {
+                        f32::MIN
+                    } else {
+                        0.0
+                    }
+                })
+            })
+            .collect();
+        let kb = with_bias.then_some(KeyBias {
+            data: &bias,
+            batch_stride: seq,
+        });
+        let params = AttentionParams {
+            scale: scale.unwrap_or(1.0 / (head_dim as f32).sqrt()),
+            window,
+        };
+        let reference = naive_attention(&q, &k, &v, kb, shape, params).expect("reference");
+
+        let model = single_op_model(with_bias, scale, window);
+        let builder = Session::builder(env).expect("builder");
+        let mut session = semroute_kernels::register(builder)
+            .expect("register")
+            .commit_from_memory(&model)
+            .expect("session");
+        let dims = vec![batch, heads, seq, head_dim];
+        let t = |data: &Vec<f32>| Tensor::from_array((dims.clone(), data.clone())).expect("tensor");
+        let mut feeds = vec![
+            ("Q".to_string(), t(&q).into_dyn()),
+            ("K".to_string(), t(&k).into_dyn()),
+            ("V".to_string(), t(&v).into_dyn()),
+        ];
+        if with_bias {
+            feeds.push((
+                "B".to_string(),
+                Tensor::from_array((vec![batch, 1, 1, seq], bias.clone()))
+                    .expect("tensor")
+                    .into_dyn(),
+            ));
+        }
+        let outputs = session.run(feeds).expect("run");
+        let (out_shape, out) = outputs["Y"].try_extract_tensor::<f32>().expect("Y");
+        assert_eq!(
+            **out_shape,
+            [batch as i64, heads as i64, seq as i64, head_dim as i64]
+        );
+        let err = rel_err(out, &reference);
+        assert!(err <= TOL, "case {i}: relative error {err:e}");
+    }
+}
+
+#[test]
+fn custom_op_rejects_bad_shapes() {
+    let env = support::ort_env();
+    let model = single_op_model(false, None, Window::GLOBAL);
+    let builder = Session::builder(env).expect("builder");
+    let mut session = semroute_kernels::register(builder)
+        .expect("register")
+        .commit_from_memory(&model)
+        .expect("session");
+    let q = Tensor::from_array((vec![1usize, 2, 3, 4], vec![0.0f32; 24])).expect("tensor");
+    let k = Tensor::from_array((vec![1usize, 2, 3, 8], vec![0.0f32; 48])).expect("tensor");
+    let v = Tensor::from_array((vec![1usize, 2, 3, 8], vec![0.0f32; 48])).expect("tensor");
+    let result = session.run(vec![
+        ("Q".to_string(), q.into_dyn()),
+        ("K".to_string(), k.into_dyn()),
+        ("V".to_string(), v.into_dyn()),
+    ]);
+    let Err(err) = result else {
+        panic!("mismatched head_dim must fail");
+    };
+    assert!(err.to_string().contains("FlashAttention"), "{err}");
+}

@@ -78,6 +78,11 @@ enum Command {
         #[arg(long)]
         text: Option<String>,
     },
+    /// Offline model preparation.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
     /// Write the pooled encoder embedding of each input line's "text" as
     /// little-endian f32 rows `[lines, hidden]` (for training heads).
     Embed {
@@ -89,6 +94,32 @@ enum Command {
         /// Output file of raw f32 rows.
         #[arg(long)]
         output: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Replace each attention block of an exported encoder (BERT, ModernBERT
+    /// global and sliding-window layers) with the fused
+    /// `com.semroute::FlashAttention` op, and check the result against the
+    /// original on a synthetic batch.
+    FuseAttention {
+        /// Input ONNX model.
+        input: PathBuf,
+        /// Output ONNX model (name it `model.fused.onnx` inside a classifier
+        /// directory and the daemon prefers it).
+        output: PathBuf,
+        /// Hugging Face `config.json` of the model (default: `config.json` or
+        /// `<stem>_config.json` next to the input, when present), for the
+        /// sliding window and layer types.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Tokens of the synthetic batch used to read in-graph masks.
+        #[arg(long)]
+        probe_len: Option<usize>,
+        /// Skip the before/after comparison.
+        #[arg(long)]
+        no_verify: bool,
     },
 }
 
@@ -130,6 +161,16 @@ fn main() -> anyhow::Result<()> {
             input,
             output,
         } => embed(config.load()?, &input, &output),
+        Command::Model {
+            command:
+                ModelCommand::FuseAttention {
+                    input,
+                    output,
+                    config,
+                    probe_len,
+                    no_verify,
+                },
+        } => fuse_attention(&input, &output, config, probe_len, no_verify),
     }
 }
 
@@ -326,6 +367,54 @@ fn embed(config: DaemonConfig, input: &PathBuf, output: &PathBuf) -> anyhow::Res
         texts.len(),
         output.display(),
         t.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+fn fuse_attention(
+    input: &PathBuf,
+    output: &PathBuf,
+    config: Option<PathBuf>,
+    probe_len: Option<usize>,
+    no_verify: bool,
+) -> anyhow::Result<()> {
+    let config = config.or_else(|| {
+        let dir = input.parent()?;
+        let stem = input.file_stem()?.to_string_lossy().into_owned();
+        [
+            dir.join(format!("{stem}_config.json")),
+            dir.join("config.json"),
+        ]
+        .into_iter()
+        .find(|p| p.exists())
+    });
+    let mut options = match &config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            semroute_kernels::FuseOptions::from_hf_config(&text)?
+        }
+        None => semroute_kernels::FuseOptions::default(),
+    };
+    if let Some(n) = probe_len {
+        options.mask_probe_len = n;
+    }
+    if no_verify {
+        options.verify = None;
+    }
+    let env = semroute_daemon::runtime::environment(&Default::default())?;
+    let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    let t = Instant::now();
+    let (fused, report) = semroute_kernels::fuse_attention(env, &bytes, &options)?;
+    std::fs::write(output, fused).with_context(|| format!("writing {}", output.display()))?;
+    println!("{report}");
+    eprintln!(
+        "wrote {} in {:.1}s{}",
+        output.display(),
+        t.elapsed().as_secs_f64(),
+        config
+            .map(|c| format!(" (config {})", c.display()))
+            .unwrap_or_default()
     );
     Ok(())
 }

@@ -122,6 +122,9 @@ pub fn build_session(
         .map_err(|e| RuntimeError::ort(ctx(), e))?
         .with_memory_pattern(true)
         .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    // The fused attention op (`com.semroute::FlashAttention`), so that models
+    // rewritten by `semroute-daemon model fuse-attention` load.
+    builder = semroute_kernels::register(builder).map_err(|e| RuntimeError::ort(ctx(), e))?;
     let provider = register_provider(config, &mut builder);
     let session = builder
         .commit_from_file(model)

@@ -39,11 +39,18 @@ pub struct HfClassifier {
     input_names: Vec<String>,
 }
 
-/// Finds the ONNX file of a classifier directory.
+/// Finds the ONNX file of a classifier directory: a fused-attention model
+/// (`model.fused.onnx`, written by `semroute-daemon model fuse-attention`)
+/// when present, then `model.onnx`, then the first `onnx/*.onnx` by name.
 pub fn find_onnx(dir: &Path) -> Result<PathBuf, ModelError> {
-    let direct = dir.join("model.onnx");
-    if direct.exists() {
-        return Ok(direct);
+    for candidate in [
+        dir.join("model.fused.onnx"),
+        dir.join("onnx/model.fused.onnx"),
+        dir.join("model.onnx"),
+    ] {
+        if candidate.exists() {
+            return Ok(candidate);
+        }
     }
     let sub = dir.join("onnx");
     let mut found: Vec<PathBuf> = std::fs::read_dir(&sub)

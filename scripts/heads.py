@@ -67,14 +67,17 @@ def normalize(x):
     return x / np.maximum(n, 1e-12)
 
 
-def fit_softmax(x, y, n_classes, l2=1e-4, epochs=400, lr=0.05, class_weight=None, seed=0):
+def fit_softmax(x, y, n_classes, l2=1e-4, epochs=400, lr=0.05, class_weight=None, seed=0, sample_weight=None):
     """Multinomial logistic regression by full-batch Adam. x: [n, d], y: [n] ints."""
     rng = np.random.default_rng(seed)
     n, d = x.shape
     w = rng.normal(0, 0.01, size=(n_classes, d)).astype(np.float64)
     b = np.zeros(n_classes)
     onehot = np.eye(n_classes)[y]
-    sw = np.ones(n) if class_weight is None else class_weight[y]
+    if sample_weight is not None:
+        sw = np.asarray(sample_weight, dtype=np.float64)
+    else:
+        sw = np.ones(n) if class_weight is None else class_weight[y]
     sw = sw / sw.sum()
     mw, vw, mb, vb = np.zeros_like(w), np.zeros_like(w), np.zeros_like(b), np.zeros_like(b)
     b1, b2, eps = 0.9, 0.999, 1e-8
@@ -178,6 +181,30 @@ def jailbreak_data(eval_dir, cache):
     return normalize(embed(rows, cache).astype(np.float64)), y, rows
 
 
+# Self-written prompts shaped like everyday API traffic (short instructions,
+# format constraints, tool and file requests, benign uses of words such as
+# "ignore", "pretend", "system prompt") and short injections, added to every
+# jailbreak training set: the public sets have few short benign requests, so
+# without them short everyday prompts score high.
+EXTRA_JB = os.path.join(ROOT, "models/heads/jailbreak_extra_training.jsonl")
+EXTRA_WEIGHT = 3.0
+
+
+def jailbreak_extra(cache):
+    rows = read_jsonl(EXTRA_JB)
+    y = np.array([1 if r["label"] == "jailbreak" else 0 for r in rows])
+    return normalize(embed(rows, cache).astype(np.float64)), y
+
+
+def fit_jailbreak(x, y, xe, ye):
+    """Balanced logistic head on the data plus the extra prompts (weighted)."""
+    xa = np.concatenate([x, xe])
+    ya = np.concatenate([y, ye])
+    cw = balanced_weights(y, 2)
+    w = np.concatenate([cw[y], cw[ye] * EXTRA_WEIGHT])
+    return fit_softmax(xa, ya, 2, l2=JB_L2, sample_weight=w)
+
+
 def train(args):
     cache = os.path.join(ROOT, "build/cache")
     x, y, _ = domain_data(args.eval_dir, cache)
@@ -190,8 +217,9 @@ def train(args):
     print(f"domain head: {len(y)} examples, train accuracy {acc:.3f}")
 
     x, y, _ = jailbreak_data(args.eval_dir, cache)
-    w, b = fit_softmax(x, y, 2, l2=JB_L2, class_weight=balanced_weights(y, 2))
-    version = "jailbreak-vs-benign-%d" % len(y)
+    xe, ye = jailbreak_extra(cache)
+    w, b = fit_jailbreak(x, y, xe, ye)
+    version = "jailbreak-vs-benign-%d+extra-%d" % (len(y), len(ye))
     with open(os.path.join(args.out, "jailbreak.json"), "w") as f:
         json.dump(head_json("jailbreak", ["benign", "jailbreak"], w, b, version), f, separators=(",", ":"))
     auc = roc_auc(y, predict_proba(w, b, x)[:, 1])
@@ -232,13 +260,18 @@ def evaluate(args):
 
     print(f"## Jailbreak, {k}-fold cross-validation on jailbreak/jailbreak_vs_benign.jsonl")
     x, y, rows = jailbreak_data(args.eval_dir, cache)
+    xe, ye = jailbreak_extra(cache)
     score = np.zeros(len(y))
     folds = kfold_indices(len(y), k)
     for fold in folds:
         mask = np.ones(len(y), bool)
         mask[fold] = False
-        w, b = fit_softmax(x[mask], y[mask], 2, l2=JB_L2, class_weight=balanced_weights(y[mask], 2))
+        w, b = fit_jailbreak(x[mask], y[mask], xe, ye)
         score[fold] = predict_proba(w, b, x[fold])[:, 1]
+    neg = np.sort(score[y == 0])
+    for fpr in (0.01, 0.05):
+        thr = neg[min(len(neg) - 1, int(np.ceil((1 - fpr) * len(neg))) - 1)]
+        print(f"score threshold at {fpr:.0%} false-positive rate on benign rows (cross-validated): {thr:.3f}")
     length = np.array([len(r["text"]) for r in rows], dtype=np.float64)
     # Length-only baseline: score = text length (longer = more likely jailbreak).
     subsets = sorted({r["subset"] for r in rows})

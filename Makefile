@@ -149,7 +149,10 @@ eval: build
 # ---------------------------------------------------------------- bench
 
 bench: build
+	@echo "== daemon: latency per signal, sequence length and batch size"
 	$(CARGO) run --release -p semroute-daemon --bin daemon-bench
+	@echo "== fused attention: one classifier forward, original vs fused graph"
+	$(CARGO) run --release -p semroute-kernels --bin attention-bench
 
 clean:
 	rm -rf $(BUILD) target

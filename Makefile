@@ -151,6 +151,10 @@ eval: build
 bench: build
 	@echo "== daemon: latency per signal, sequence length and batch size"
 	$(CARGO) run --release -p semroute-daemon --bin daemon-bench
+	@echo "== compression: native, wasm (Wasmtime), in Envoy (V8), classical TextRank baseline"
+	$(CARGO) build --release -p semroute-filter --example compression_bench
+	$(CARGO) build --release -p semroute-filter --example compression_bench --target wasm32-wasip1
+	$(PYTHON) scripts/compression_bench.py
 	@echo "== fused attention: one classifier forward, original vs fused graph"
 	$(CARGO) run --release -p semroute-kernels --bin attention-bench
 

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Decision agreement with and without compression on long prompts.
 
-Builds long prompts from the evaluation data: a target text (an MMLU-Pro
-question, a jailbreak or benign prompt, a PII text) embedded at a depth of
-10%, 50% or 90% inside 2K-32K tokens of other text (MMLU-Pro questions of
-other categories, shuffled). Each prompt is classified twice by the daemon
+Builds long prompts from the evaluation data: a target text embedded at a
+depth of 10%, 50% or 90% inside 2K-32K tokens of other text:
+
+- domain: an MMLU-Pro question inside other MMLU-Pro questions of the same
+  category (a long single-topic prompt, so the full decision is meaningful);
+- jailbreak: a jailbreak or benign prompt inside MMLU-Pro questions of mixed
+  categories;
+- PII: a text with personal data inside MMLU-Pro questions of mixed
+  categories. Each prompt is classified twice by the daemon
 (`semroute-daemon classify`): whole, and after the filter's compression to
 its token budget (`compress_jsonl`, the filter's own compressor compiled
 natively). Reported per length:
@@ -12,7 +17,8 @@ natively). Reported per length:
 - domain agreement: same domain label;
 - jailbreak agreement: same decision at the filter's threshold;
 - PII entity recall: entities (type and value) found in the whole prompt that
-  are also found in the compressed one.
+  are also found in the compressed one, over the planted text's span (the
+  personal data put there) and over the whole prompt (filler included).
 
 The whole prompts are classified with a window cap high enough to see every
 token (never truncated), so the comparison is against the full decision.
@@ -57,7 +63,8 @@ def approx_tokens(text):
 
 
 def build_prompt(target, filler_pool, rng, length, depth):
-    """Target text at `depth` inside filler of about `length` tokens."""
+    """Target text at `depth` inside filler of about `length` tokens; returns
+    the prompt and the byte span of the target in it."""
     filler = []
     total = approx_tokens(target)
     while total < length:
@@ -65,7 +72,10 @@ def build_prompt(target, filler_pool, rng, length, depth):
         filler.append(t)
         total += approx_tokens(t)
     k = int(len(filler) * depth)
-    return "\n\n".join(filler[:k] + [target] + filler[k:])
+    head = "\n\n".join(filler[:k] + [""]) if k else ""
+    prompt = "\n\n".join(filler[:k] + [target] + filler[k:])
+    start = len(head.encode("utf-8"))
+    return prompt, (start, start + len(target.encode("utf-8")))
 
 
 def main():
@@ -87,23 +97,29 @@ def main():
     pii = [r for r in read_jsonl(os.path.join(args.eval_dir, "pii/presidio_synth_v2.jsonl")) if r["entities"]]
     rng.shuffle(domain)
     filler_pool = [r["text"] for r in domain[:3000]]
+    by_category = {}
+    for r in domain[:3000]:
+        by_category.setdefault(r["label"], []).append(r["text"])
+    domain_targets = [r for r in domain[3000:]]
     targets = {
-        "domain": [r["text"] for r in domain[3000:]],
+        "domain": [r["text"] for r in domain_targets],
         "jailbreak": [r["text"] for r in jail if r["label"] == "jailbreak"] + [r["text"] for r in jail if r["label"] == "benign"],
         "pii": [r["text"] for r in pii],
     }
     for v in targets.values():
         rng.shuffle(v)
 
-    cases = []  # (signal, length, depth, text)
+    cases = []  # (signal, length, depth, text, target byte span)
     for signal in ("domain", "jailbreak", "pii"):
         i = 0
         for length in lengths:
             for depth in DEPTHS:
                 for _ in range(args.per_cell):
                     t = targets[signal][i % len(targets[signal])]
+                    pool = by_category[domain_targets[i % len(domain_targets)]["label"]] if signal == "domain" else filler_pool
                     i += 1
-                    cases.append((signal, length, depth, build_prompt(t, filler_pool, rng, length, depth)))
+                    prompt, span = build_prompt(t, pool, rng, length, depth)
+                    cases.append((signal, length, depth, prompt, span))
 
     t0 = time.time()
     comp = run_jsonl([compressor], [{"text": c[3]} for c in cases])
@@ -133,8 +149,8 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; budget 512 tokens)")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | PII entity recall | full truncated |")
-    print("|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | PII recall, planted text | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -142,17 +158,22 @@ def main():
         kept = sorted(comp[i]["kept_tokens"] for i, c in enumerate(cases) if c[1] == length)
         d_agree = sum(f["domain"]["label"] == s["domain"]["label"] for f, s in dom) / max(len(dom), 1)
         j_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in jb) / max(len(jb), 1)
-        found = total = 0
+        found = total = p_found = p_total = 0
         for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
             full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
+            lo, hi = cases[i][4]
             fb, sb = full_text.encode(), small_text.encode()
             small_ents = {(e["type"], sb[e["start"]:e["end"]].decode("utf-8", "replace")) for e in s.get("pii", [])}
             for e in f.get("pii", []):
+                hit = (e["type"], fb[e["start"]:e["end"]].decode("utf-8", "replace")) in small_ents
                 total += 1
-                found += (e["type"], fb[e["start"]:e["end"]].decode("utf-8", "replace")) in small_ents
+                found += hit
+                if lo <= e["start"] and e["end"] <= hi:
+                    p_total += 1
+                    p_found += hit
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
         print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {j_agree:.3f} ({len(jb)}) | "
-              f"{found / max(total, 1):.3f} ({total}) | {trunc} |")
+              f"{p_found / max(p_total, 1):.3f} ({p_total}) | {found / max(total, 1):.3f} ({total}) | {trunc} |")
     print()
     print(f"compression of all prompts: {compress_s:.1f} s; classification: {classify_s:.0f} s")
     print("Targets of the reference implementation (its own report): domain 68%, jailbreak 72%, PII recall 98%.")

@@ -10,7 +10,16 @@
 //!   --chunk BYTES                   push_str chunk size, as body chunks arrive (default 8192)
 //!   --seed N                        generator seed (default 1)
 //!   --emit                          print the compressed text(s) to stdout (table to stderr)
+//!   --json                          one JSON object per prompt to stdout (table to stderr)
+//!   --dump-texts DIR                write each prompt to DIR/<name>.json (its segments and
+//!                                   pinned indices) and DIR/<name>.txt (segments joined by a
+//!                                   blank line), for other compressors to run on the same text
 //! ```
+//!
+//! The same example builds for `wasm32-wasip1` (it needs no file access unless `--input` or
+//! `--dump-texts` is given), so one WASI runtime run measures the filter's compression code
+//! as a wasm module on exactly the prompts of the native run (`scripts/compression_bench.py`
+//! does both and adds a classical TextRank baseline).
 //!
 //! Generated prompts are built deterministically by a small generator: prose paragraphs
 //! drifting across topics (topic words plus a long-tailed synthetic vocabulary, so term
@@ -34,13 +43,16 @@ struct Args {
     chunk: usize,
     seed: u64,
     emit: bool,
+    json: bool,
+    dump_texts: Option<String>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("compression_bench: {msg}");
     eprintln!(
         "usage: compression_bench [--sizes A,B,..] [--input FILE]... [--budget N] \
-         [--profile NAME] [--runs N] [--chunk BYTES] [--seed N] [--emit]"
+         [--profile NAME] [--runs N] [--chunk BYTES] [--seed N] [--emit] [--json] \
+         [--dump-texts DIR]"
     );
     std::process::exit(2)
 }
@@ -55,6 +67,8 @@ fn parse_args() -> Args {
         chunk: 8192,
         seed: 1,
         emit: false,
+        json: false,
+        dump_texts: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -85,6 +99,8 @@ fn parse_args() -> Args {
                     .unwrap_or_else(|_| usage(&format!("unknown profile {v}")));
             }
             "--emit" => a.emit = true,
+            "--json" => a.json = true,
+            "--dump-texts" => a.dump_texts = Some(val("--dump-texts")),
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown option {other}")),
         }
@@ -323,6 +339,23 @@ fn generate(tokens: u32, seed: u64) -> (String, String) {
     (out, q)
 }
 
+/// Writes every prompt as `DIR/<name>.json` (`{"segments": [..], "pinned": [..]}`) and as
+/// `DIR/<name>.txt` (the segments joined by a blank line).
+fn dump_texts(dir: &str, prompts: &[(String, Vec<String>, Vec<usize>)]) {
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        usage(&format!("cannot create {dir}: {e}"));
+    }
+    for (name, segments, pinned) in prompts {
+        let base = std::path::Path::new(dir).join(name);
+        let json = serde_json::json!({ "segments": segments, "pinned": pinned });
+        let written = std::fs::write(base.with_extension("json"), json.to_string())
+            .and_then(|()| std::fs::write(base.with_extension("txt"), segments.join("\n\n")));
+        if let Err(e) = written {
+            usage(&format!("cannot write {}: {e}", base.display()));
+        }
+    }
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -361,7 +394,7 @@ fn main() {
     if args.inputs.is_empty() {
         for &s in &args.sizes {
             let (ctx, q) = generate(s, args.seed ^ u64::from(s));
-            prompts.push((format!("gen {}K", s / 1000), vec![ctx, q], vec![1]));
+            prompts.push((format!("gen-{}K", s / 1000), vec![ctx, q], vec![1]));
         }
     } else {
         for f in &args.inputs {
@@ -375,10 +408,19 @@ fn main() {
         }
     }
 
+    if let Some(dir) = &args.dump_texts {
+        dump_texts(dir, &prompts);
+    }
+
     let mut report = String::new();
     report.push_str(&format!(
-        "compression_bench: native {} ({}), budget {} tokens, profile {:?}, {} runs per prompt \
+        "compression_bench: {} {} ({}), budget {} tokens, profile {:?}, {} runs per prompt \
          (median, p90), push_str chunks of {} bytes\n",
+        if cfg!(target_family = "wasm") {
+            "wasm"
+        } else {
+            "native"
+        },
         std::env::consts::ARCH,
         if cfg!(debug_assertions) {
             "debug build"
@@ -439,6 +481,22 @@ fn main() {
         }
         let Some(r) = last else { continue };
         let total = median(&mut tot_t);
+        if args.json {
+            let line = serde_json::json!({
+                "prompt": name,
+                "bytes": bytes,
+                "tokens": r.original_tokens,
+                "sentences": r.sentences,
+                "kept_tokens": r.kept_tokens,
+                "runs": args.runs,
+                "push_ms": median(&mut push_t),
+                "finish_ms": median(&mut fin_t),
+                "total_ms": total,
+                "p90_ms": p90(&mut tot_t),
+                "base_ms": median(&mut base_t),
+            });
+            println!("{line}");
+        }
         report.push_str(&format!(
             "{:<16} {:>9} {:>8} {:>6} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>8.1} {:>7} {:>6} {:>10.3}\n",
             name,
@@ -461,10 +519,10 @@ fn main() {
          (budget minus 2 special tokens); risk: risk-flagged sentences kept\n",
     );
 
-    if args.emit {
+    if args.emit || args.json {
         eprint!("{report}");
         let n = emitted.len();
-        for (i, t) in emitted.iter().enumerate() {
+        for (i, t) in emitted.iter().enumerate().filter(|_| args.emit) {
             println!("{t}");
             if n > 1 && i + 1 < n {
                 println!("\u{1e}");

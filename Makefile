@@ -31,7 +31,7 @@ WASM := target/wasm32-wasip1/release/semroute_filter.wasm
 export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
 export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: help setup models envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean
+.PHONY: help setup models envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads
 
 help:
 	@echo "make run | make test | make bench | make eval | make setup | make clean"
@@ -157,6 +157,20 @@ bench: build
 	$(PYTHON) scripts/compression_bench.py
 	@echo "== fused attention: one classifier forward, original vs fused graph"
 	$(CARGO) run --release -p semroute-kernels --bin attention-bench
+	@echo "== filter: cost per body size, native, against a buffered serde_json baseline"
+	$(CARGO) run --release -p semroute-filter --example filter_bench
+	@echo "== filter inside Envoy, and router overhead end to end, against the same Envoy without the filter"
+	$(CARGO) build --release -p semroute-e2e --bins
+	target/release/router-bench
+
+# ---------------------------------------------------------------- fuzz
+
+FUZZ_SECONDS ?= 60
+
+# Fuzz the incremental JSON scanner and request extraction with chunked
+# input, for a bounded time (installs cargo-fuzz when missing).
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) target

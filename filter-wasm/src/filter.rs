@@ -132,6 +132,15 @@ pub struct HttpFilter {
     compress_us: u64,
     daemon_us: Option<u64>,
     daemon_timings: Option<Timings>,
+    /// Time spent in this stream's callbacks so far, µs.
+    cpu_us: u64,
+    /// Start of the callback being run, µs (host clock).
+    callback_start_us: u64,
+    /// Start of the latest body callback that delivered body bytes, µs
+    /// (once the stream has ended: the one with the last body byte).
+    last_data_at_us: Option<u64>,
+    /// When `Classify` was dispatched, µs.
+    dispatch_at_us: Option<u64>,
     call: Call,
     verdict: Option<Verdict>,
     applied: Option<Route>,
@@ -173,6 +182,10 @@ impl HttpFilter {
             compress_us: 0,
             daemon_us: None,
             daemon_timings: None,
+            cpu_us: 0,
+            callback_start_us: 0,
+            last_data_at_us: None,
+            dispatch_at_us: None,
             call: Call::NotYet,
             verdict: None,
             applied: None,
@@ -197,6 +210,24 @@ impl HttpFilter {
 
     /// Request headers arrived.
     pub fn on_request_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) -> Action {
+        self.enter(host);
+        let action = self.request_headers(host, end_of_stream);
+        self.leave(host);
+        action
+    }
+
+    /// Marks the start of a callback (for the `filter` timing).
+    fn enter<H: Host>(&mut self, host: &H) {
+        self.callback_start_us = host.now_us();
+    }
+
+    /// Adds the time since [`Self::enter`] to the callback total.
+    fn leave<H: Host>(&mut self, host: &H) {
+        let spent = host.now_us().saturating_sub(self.callback_start_us);
+        self.cpu_us = self.cpu_us.saturating_add(spent);
+    }
+
+    fn request_headers<H: Host>(&mut self, host: &mut H, end_of_stream: bool) -> Action {
         for name in host.request_header_names() {
             if lower(&name).starts_with(&self.config.header_prefix) {
                 host.remove_request_header(&name);
@@ -249,12 +280,18 @@ impl HttpFilter {
         body_size: usize,
         end_of_stream: bool,
     ) -> Action {
-        self.body(host, Some(body_size), end_of_stream)
+        self.enter(host);
+        let action = self.body(host, Some(body_size), end_of_stream);
+        self.leave(host);
+        action
     }
 
     /// Request trailers arrived: the body is complete.
     pub fn on_request_trailers<H: Host>(&mut self, host: &mut H) -> Action {
-        self.body(host, None, true)
+        self.enter(host);
+        let action = self.body(host, None, true);
+        self.leave(host);
+        action
     }
 
     fn body<H: Host>(
@@ -288,6 +325,9 @@ impl HttpFilter {
         } else {
             Vec::new()
         };
+        if !chunk.is_empty() {
+            self.last_data_at_us = Some(self.callback_start_us);
+        }
         if (self.scanned + chunk.len()) as u64 > max {
             return self.reply(host, &ErrorResponse::too_large(max), "too-large");
         }
@@ -399,9 +439,11 @@ impl HttpFilter {
             timeout,
         ) {
             Ok(token) => {
+                let now = host.now_us();
+                self.dispatch_at_us = Some(now);
                 self.call = Call::InFlight {
                     token,
-                    since_us: host.now_us(),
+                    since_us: now,
                 }
             }
             Err(e) => {
@@ -422,6 +464,18 @@ impl HttpFilter {
     /// The gRPC call `token` finished with `status_code` (0 = OK) and a reply
     /// of `response_size` bytes.
     pub fn on_grpc_response<H: Host>(
+        &mut self,
+        host: &mut H,
+        token: u32,
+        status_code: u32,
+        response_size: usize,
+    ) {
+        self.enter(host);
+        self.grpc_response(host, token, status_code, response_size);
+        self.leave(host);
+    }
+
+    fn grpc_response<H: Host>(
         &mut self,
         host: &mut H,
         token: u32,
@@ -549,6 +603,10 @@ impl HttpFilter {
     }
 
     /// `x-semroute-timing`: Server-Timing style durations in milliseconds.
+    /// `tail` is the time from the start of the body callback that delivered
+    /// the last body bytes to the `Classify` dispatch (0 when the call was
+    /// dispatched before those bytes arrived; absent without a call);
+    /// `filter` is the time spent in this stream's callbacks up to now.
     fn timing(&self, now_us: u64) -> String {
         let mut parts = vec![
             format!("scan;dur={}", ms(self.scan_us)),
@@ -560,6 +618,17 @@ impl HttpFilter {
         if let Some(t) = &self.daemon_timings {
             parts.push(format!("inference;dur={}", ms(t.total_us)));
         }
+        if let Some(dispatched) = self.dispatch_at_us {
+            let tail = self
+                .last_data_at_us
+                .map_or(0, |last| dispatched.saturating_sub(last));
+            parts.push(format!("tail;dur={}", ms(tail)));
+        }
+        let in_callback = now_us.saturating_sub(self.callback_start_us);
+        parts.push(format!(
+            "filter;dur={}",
+            ms(self.cpu_us.saturating_add(in_callback))
+        ));
         parts.push(format!(
             "total;dur={}",
             ms(now_us.saturating_sub(self.started_us))

@@ -303,6 +303,9 @@ pub struct Scanner {
     /// Bytes of an incomplete UTF-8 sequence carried over a chunk boundary.
     utf8: [u8; 4],
     utf8_len: u8,
+    /// Body offset of that sequence's first byte: invalid UTF-8 is reported
+    /// there, as when the sequence is not split.
+    utf8_start: u64,
     /// The key being read.
     key: [u8; MAX_KEY_BYTES],
     key_len: usize,
@@ -349,6 +352,7 @@ impl Scanner {
             esc: Esc::None,
             utf8: [0; 4],
             utf8_len: 0,
+            utf8_start: 0,
             key: [0; MAX_KEY_BYTES],
             key_len: 0,
             key_overlong: false,
@@ -771,9 +775,8 @@ impl Scanner {
                             taken += 1;
                         }
                         Some(_) => {
-                            return Err(self
-                                .fail(ScanErrorKind::InvalidUtf8, base + (i + taken) as u64)
-                                .into());
+                            let at = self.utf8_start;
+                            return Err(self.fail(ScanErrorKind::InvalidUtf8, at).into());
                         }
                         None => break,
                     }
@@ -789,9 +792,8 @@ impl Scanner {
                 match seq.get(..seq_len).and_then(|s| std::str::from_utf8(s).ok()) {
                     Some(t) => self.emit_text(key, t, sink)?,
                     None => {
-                        return Err(self
-                            .fail(ScanErrorKind::InvalidUtf8, base + i as u64)
-                            .into())
+                        let at = self.utf8_start;
+                        return Err(self.fail(ScanErrorKind::InvalidUtf8, at).into());
                     }
                 }
                 continue;
@@ -822,6 +824,7 @@ impl Scanner {
                         dst.copy_from_slice(tail);
                     }
                     self.utf8_len = tail.len() as u8;
+                    self.utf8_start = base + (i + valid) as u64;
                 }
             }
             i += run_len;

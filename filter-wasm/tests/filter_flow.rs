@@ -235,10 +235,10 @@ fn auto_request_is_routed_and_spliced() {
     assert_eq!(h.header("x-semroute-decision"), Some("math"));
     assert_eq!(h.header("x-semroute-category"), Some("math"));
     assert_eq!(h.header("x-semroute-confidence"), Some("0.900"));
-    assert!(h
-        .header("x-semroute-timing")
-        .unwrap()
-        .contains("daemon;dur="));
+    let timing = h.header("x-semroute-timing").unwrap();
+    for part in ["scan", "compress", "daemon", "tail", "filter", "total"] {
+        assert!(timing.contains(&format!("{part};dur=")), "{timing}");
+    }
     let mut expected: Value = serde_json::from_str(MATH).unwrap();
     expected["model"] = json!("math-model");
     assert_eq!(h.body_json(), expected);
@@ -282,6 +282,10 @@ fn early_dispatch_before_the_body_ends() {
     assert_eq!(body_now(&mut f, &mut h, true), Action::Continue);
     assert_eq!(h.body_json()["model"], "math-model");
     assert_eq!(h.calls.len(), 1);
+    // Dispatched before the last byte: nothing between it and the dispatch.
+    let timing = h.header("x-semroute-timing").unwrap();
+    assert!(timing.contains("tail;dur=0.00,"), "{timing}");
+    assert!(timing.contains("filter;dur="), "{timing}");
 }
 
 #[test]

@@ -229,3 +229,38 @@ proptest! {
         }
     }
 }
+
+/// Invalid UTF-8 is reported at the first byte of the bad sequence whether
+/// or not a chunk boundary splits it (found by the fuzz target).
+#[test]
+fn invalid_utf8_offset_does_not_depend_on_chunking() {
+    let cases: [&[u8]; 7] = [
+        b"{\"co\xe5nt\": 1}",
+        b"[\"ab\xc3(\"]",
+        b"[\"ab\xe0\x80\x80\"]",
+        b"[\"ab\xed\xa0\x80\"]",
+        b"[\"ab\xf0\x9f\x98\"]",
+        b"[\"ab\xf4\x90\x80\x80\"]",
+        b"[\"ab\xe2\x82x\"]",
+    ];
+    for b in cases {
+        let whole = scan_split(b, &[], 8).expect_err("invalid UTF-8 accepted");
+        assert!(
+            whole.contains("at byte 4") || whole.contains("at byte 5"),
+            "{whole}"
+        );
+        for cut in 1..b.len() {
+            assert_eq!(
+                scan_split(b, &[cut], 8).unwrap_err(),
+                whole,
+                "split at {cut}"
+            );
+        }
+        let splits: Vec<usize> = (1..b.len()).collect();
+        assert_eq!(
+            scan_split(b, &splits, 8).unwrap_err(),
+            whole,
+            "byte by byte"
+        );
+    }
+}

@@ -349,6 +349,9 @@ pub struct Layout {
     pub socket: PathBuf,
     /// Model name -> upstream port.
     pub upstreams: Vec<(String, u16)>,
+    /// Port of the daemon's Prometheus `/metrics` (127.0.0.1), when a
+    /// daemon is started by the harness.
+    pub daemon_metrics_port: Option<u16>,
 }
 
 /// Renders `envoy.yaml` for `layout`, with `filter_config` replacing the
@@ -396,6 +399,35 @@ pub fn render_envoy_config(
     Ok(text)
 }
 
+/// Removes the semroute wasm filter (the `envoy.filters.http.wasm` entry of
+/// `http_filters`, up to the next filter) from a rendered configuration,
+/// leaving listener, routes and clusters as they are.
+pub fn without_wasm_filter(config: &str) -> Result<String, String> {
+    let lines: Vec<&str> = config.lines().collect();
+    let start = lines
+        .iter()
+        .position(|l| l.trim() == "- name: envoy.filters.http.wasm")
+        .ok_or("envoy.yaml: no envoy.filters.http.wasm filter")?;
+    let indent = lines
+        .get(start)
+        .map_or(0, |l| l.len() - l.trim_start().len());
+    let end = lines
+        .iter()
+        .enumerate()
+        .skip(start + 1)
+        .find(|(_, l)| {
+            let t = l.trim_start();
+            t.starts_with("- ") && l.len() - t.len() <= indent
+        })
+        .map(|(i, _)| i)
+        .ok_or("envoy.yaml: nothing follows the wasm filter")?;
+    let mut out: Vec<&str> = lines[..start].to_vec();
+    out.extend_from_slice(&lines[end..]);
+    let mut text = out.join("\n");
+    text.push('\n');
+    Ok(text)
+}
+
 /// How to start a [`Router`].
 #[derive(Debug, Clone, Default)]
 pub struct RouterOptions {
@@ -403,6 +435,10 @@ pub struct RouterOptions {
     pub daemon: bool,
     /// Filter configuration replacing the one in `envoy.yaml`.
     pub filter_config: Option<Value>,
+    /// Remove the semroute wasm filter from the Envoy configuration: the
+    /// same Envoy without the router (a benchmark baseline). Every request
+    /// then takes the default route.
+    pub without_filter: bool,
 }
 
 /// A running router: Envoy, optionally the daemon, and the upstreams.
@@ -477,6 +513,7 @@ impl Router {
             admin_port: free_port(),
             socket: dir.path().join("daemon.sock"),
             upstreams,
+            daemon_metrics_port: options.daemon.then(free_port),
         };
 
         let mut children = Vec::new();
@@ -498,7 +535,10 @@ impl Router {
                 .env("ORT_DYLIB_PATH", ort)
                 .args(["serve", "--socket"])
                 .arg(&layout.socket)
-                .args(["--metrics-addr", &format!("127.0.0.1:{}", free_port())]);
+                .args([
+                    "--metrics-addr",
+                    &format!("127.0.0.1:{}", layout.daemon_metrics_port.unwrap_or(0)),
+                ]);
             Some(ChildGuard::spawn(
                 "semroute-daemon",
                 cmd,
@@ -509,7 +549,10 @@ impl Router {
         };
 
         let config_path = dir.path().join("envoy.yaml");
-        let rendered = render_envoy_config(&layout, &wasm, options.filter_config.as_ref())?;
+        let mut rendered = render_envoy_config(&layout, &wasm, options.filter_config.as_ref())?;
+        if options.without_filter {
+            rendered = without_wasm_filter(&rendered)?;
+        }
         fs::write(&config_path, rendered).map_err(|e| e.to_string())?;
         let mut cmd = Command::new(envoy_bin);
         cmd.current_dir(workspace_root())
@@ -595,6 +638,25 @@ impl Router {
             .sum()
     }
 
+    /// The daemon's Prometheus text exposition (`/metrics`), `None` when no
+    /// daemon was started or it does not answer.
+    pub fn daemon_metrics(&self) -> Option<String> {
+        let port = self.layout.daemon_metrics_port?;
+        http_get(port, "/metrics")
+            .filter(|(s, _)| *s == 200)
+            .map(|(_, b)| b)
+    }
+
+    /// The value of one daemon metric sample, `series` being its name with
+    /// labels exactly as exposed (e.g.
+    /// `semroute_daemon_classify_requests_total{code="ok"}`); 0 when the
+    /// series has not been created yet, `None` when the daemon's metrics
+    /// cannot be read.
+    pub fn daemon_metric(&self, series: &str) -> Option<f64> {
+        let text = self.daemon_metrics()?;
+        Some(metric_value(&text, series).unwrap_or(0.0))
+    }
+
     /// Stops the daemon (the socket path stays, as after a crash).
     pub fn stop_daemon(&mut self) {
         if let Some(d) = self.daemon.as_mut() {
@@ -631,6 +693,15 @@ impl Drop for Router {
     }
 }
 
+/// The value of `series` (name and labels, as exposed) in a Prometheus text
+/// exposition.
+pub fn metric_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -654,6 +725,7 @@ mod tests {
                 .enumerate()
                 .map(|(i, (n, _))| (n.clone(), 21000 + i as u16))
                 .collect(),
+            daemon_metrics_port: None,
         };
         let mut cfg = default_filter_config().unwrap();
         assert_eq!(cfg["default_model"], "general-model");
@@ -665,5 +737,22 @@ mod tests {
         assert!(out.contains("\"failure_mode\": \"closed\""));
         assert!(!out.contains("port_value: 8101"));
         assert_eq!(filter_config_block(&out).unwrap().3, cfg);
+        let bare = without_wasm_filter(&out).unwrap();
+        assert!(!bare.contains("envoy.filters.http.wasm"));
+        assert!(!bare.contains("semroute_filter.wasm"));
+        assert!(bare.contains("envoy.filters.http.router"));
+        assert!(bare.contains("port_value: 20000"));
+    }
+
+    #[test]
+    fn metric_values_are_read_by_series() {
+        let text = "# HELP x y\nsemroute_daemon_classify_requests_total{code=\"ok\"} 3\n\
+                    semroute_daemon_classify_requests_total{code=\"internal\"} 1\n";
+        let ok = "semroute_daemon_classify_requests_total{code=\"ok\"}";
+        assert_eq!(metric_value(text, ok), Some(3.0));
+        assert_eq!(
+            metric_value(text, "semroute_daemon_classify_requests_total"),
+            None
+        );
     }
 }

@@ -113,6 +113,7 @@ async fn fail_open_without_daemon_and_local_checks() {
     let router = start(RouterOptions {
         daemon: false,
         filter_config: Some(cfg),
+        ..Default::default()
     });
     let r = chat(&router, "auto", MATH).await;
     assert_eq!(
@@ -143,6 +144,7 @@ async fn hung_daemon_times_out() {
     let router = start(RouterOptions {
         daemon: false,
         filter_config: Some(cfg),
+        ..Default::default()
     });
     let listener = UnixListener::bind(&router.layout.socket).expect("bind fake daemon socket");
     let hold = std::thread::spawn(move || {
@@ -184,6 +186,7 @@ async fn bad_config_is_rejected_at_load() {
         RouterOptions {
             daemon: false,
             filter_config: Some(cfg),
+            ..Default::default()
         },
     ) {
         Ok(_) => panic!("Envoy accepted a filter configuration with an unknown field"),

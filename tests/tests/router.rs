@@ -56,6 +56,7 @@ async fn router_end_to_end() {
     let mut router = start(RouterOptions {
         daemon: true,
         filter_config: Some(config),
+        ..Default::default()
     });
     warm_up(&router).await;
 
@@ -66,6 +67,7 @@ async fn router_end_to_end() {
     named_model_passes_through(&router).await;
     streaming_arrives_intact(&router).await;
     slow_chunked_upload(&router).await;
+    dispatch_before_last_chunk(&router).await;
     malformed_json_gets_400(&router).await;
     eval_requests_get_well_formed_replies(&router).await;
     daemon_stopped_fails_open(&mut router).await;
@@ -225,6 +227,98 @@ async fn slow_chunked_upload(router: &Router) {
     assert_eq!(
         received,
         body.replace("\"model\":\"auto\"", "\"model\":\"math-model\"")
+    );
+}
+
+/// Early dispatch, end to end: a chunked upload whose first chunk holds
+/// `model` and the whole conversation, and whose last chunk (a large
+/// trailing field and the closing brace) the client holds back. The
+/// daemon's own counter of answered Classify calls rises while that last
+/// chunk has not been sent, which proves the call was dispatched (and
+/// answered) before the body ended; once the body completes the request is
+/// routed by that classification and spliced correctly.
+async fn dispatch_before_last_chunk(router: &Router) {
+    const ANSWERED: &str = r#"semroute_daemon_classify_requests_total{code="ok"}"#;
+    let head = format!(
+        r#"{{"model":"auto","messages":[{{"role":"system","content":"You are a tutor."}},{{"role":"user","content":{}}}],"#,
+        json!(MATH)
+    );
+    // Below the upstream's echo limit, so the spliced body can be compared.
+    let tail = format!(
+        r#""metadata":{{"padding":"{}"}},"temperature":0.2}}"#,
+        "x".repeat(200 * 1024)
+    );
+    let body = format!("{head}{tail}");
+    serde_json::from_str::<Value>(&body).expect("the test body is JSON");
+    let before = router
+        .daemon_metric(ANSWERED)
+        .unwrap_or_else(|| panic!("daemon metrics unreadable\n{}", router.logs()));
+
+    let (tx, rx) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|c| (Ok::<_, std::io::Error>(c), rx))
+    });
+    let request = post(
+        router,
+        "/v1/chat/completions",
+        reqwest::Body::wrap_stream(stream),
+        &[],
+    );
+    let client = async {
+        tx.send(head.clone().into_bytes()).await.expect("send head");
+        let sent = Instant::now();
+        // Hold the last chunk until the daemon has answered (at most 10 s),
+        // then at least 1.5 s in all, so the call could not have been
+        // triggered by anything after the pause.
+        let mut answered_after = None;
+        while sent.elapsed() < Duration::from_secs(10) {
+            let now = router.daemon_metric(ANSWERED).unwrap_or(before);
+            if now > before {
+                answered_after = Some(sent.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let pause = Duration::from_millis(1500);
+        if let Some(wait) = pause.checked_sub(sent.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+        let during_pause = router.daemon_metric(ANSWERED).unwrap_or(before);
+        tx.send(tail.clone().into_bytes()).await.expect("send tail");
+        drop(tx);
+        (answered_after, during_pause)
+    };
+    let (r, (answered_after, during_pause)) = tokio::join!(request, client);
+    let after = router.daemon_metric(ANSWERED).expect("daemon metrics");
+    assert!(
+        answered_after.is_some(),
+        "no Classify call answered while the last chunk was held back (ok calls: {before} before, \
+         {during_pause} during the pause, {after} after)\n{}",
+        router.logs()
+    );
+    assert_eq!(
+        during_pause,
+        before + 1.0,
+        "exactly one Classify call before the last chunk"
+    );
+    assert_eq!(
+        after, during_pause,
+        "a second Classify call after the last chunk"
+    );
+    eprintln!(
+        "dispatch_before_last_chunk: Classify answered {:?} after the first chunk; last chunk sent after 1.5 s",
+        answered_after.unwrap_or_default()
+    );
+
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(served_by(&r), "math-model", "{}", r.report()["headers"]);
+    let report = r.report();
+    assert_eq!(report["headers"]["x-semroute-decision"], "math");
+    let received = report["received_body"].as_str().expect("echoed body");
+    assert_eq!(
+        received,
+        body.replace("\"model\":\"auto\"", "\"model\":\"math-model\""),
+        "the body upstream differs from the one sent apart from the model"
     );
 }
 

@@ -1,0 +1,688 @@
+//! Filter cost per body size, natively, through the same code path as in
+//! Envoy: the per-request state machine ([`HttpFilter`]) behind its
+//! [`Host`] trait, fed the body in chunks the way Envoy delivers it.
+//!
+//! ```text
+//! cargo run --release -p semroute-filter --example filter_bench -- [options]
+//!   --sizes 2048,65536,524288,1048576   body sizes in bytes
+//!   --chunk BYTES                       body chunk size (default 16384, Envoy's usual read size)
+//!   --runs N                            timed requests per size, after 2 warm-up runs (default 40)
+//!   --max-seconds S                     stop a size early after S seconds of runs (default 20)
+//! ```
+//!
+//! Per request and body size it measures, in microseconds of wall-clock time
+//! on one thread (the filter does no I/O, so this is its CPU time):
+//!
+//! - **last byte → dispatch**: from the start of the body callback carrying
+//!   the end of the stream to the `Classify` dispatch (0 when the call was
+//!   dispatched in an earlier callback, before the last byte);
+//! - **filter CPU**: the sum of every filter callback of the request
+//!   (headers, each body chunk, the gRPC reply that applies the route and
+//!   splices `model`).
+//!
+//! Baseline measured in the same run (the buffered design): copy every chunk
+//! into one buffer, then at the last byte `serde_json::from_slice` the whole
+//! body, take the last user message, compress it with the same
+//! [`PromptBuilder`] and budget, join earlier user turns as scan text (same
+//! cap), and encode the `ClassifyRequest`. The
+//! "parse only" column is the `serde_json` parse and extraction alone.
+//!
+//! Body shapes, both `{"model":"auto","messages":[...],"temperature":0.2}`
+//! with generated prose, sized to the requested length: **long last turn**
+//! (system + one user turn holding a long pasted document and a final
+//! question: all of it must be compressed once complete) and **long history**
+//! (user / assistant turns of about 2 KB, then a short question). The filter
+//! configuration is the one embedded in the repository's `envoy.yaml`.
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use prost::Message;
+use semroute_filter::config::FilterConfig;
+use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
+use semroute_filter::prompt::{PromptBuilder, TokenCalibration};
+use semroute_proto::v1::{
+    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, PiiResult, Reduction,
+};
+use serde_json::Value;
+
+struct Args {
+    sizes: Vec<usize>,
+    chunk: usize,
+    runs: usize,
+    max_seconds: f64,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("filter_bench: {msg}");
+    eprintln!("usage: filter_bench [--sizes A,B,..] [--chunk BYTES] [--runs N] [--max-seconds S]");
+    std::process::exit(2)
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        sizes: vec![2048, 65536, 524_288, 1_048_576],
+        chunk: 16384,
+        runs: 40,
+        max_seconds: 20.0,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--sizes" => {
+                a.sizes = value()
+                    .split(',')
+                    .map(|s| s.trim().parse().unwrap_or_else(|_| usage("bad --sizes")))
+                    .collect()
+            }
+            "--chunk" => a.chunk = value().parse().unwrap_or_else(|_| usage("bad --chunk")),
+            "--runs" => a.runs = value().parse().unwrap_or_else(|_| usage("bad --runs")),
+            "--max-seconds" => {
+                a.max_seconds = value()
+                    .parse()
+                    .unwrap_or_else(|_| usage("bad --max-seconds"))
+            }
+            "-h" | "--help" => usage("help"),
+            other => usage(&format!("unknown option {other}")),
+        }
+    }
+    if a.chunk == 0 || a.runs == 0 {
+        usage("--chunk and --runs must be positive");
+    }
+    a
+}
+
+/// The filter configuration embedded in `envoy.yaml` (the JSON block after
+/// `value: |`).
+fn envoy_filter_config() -> Vec<u8> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../envoy.yaml");
+    let yaml = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| usage(&format!("cannot read {path}: {e}")));
+    let lines: Vec<&str> = yaml.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.trim() == "value: |")
+        .unwrap_or_else(|| usage("envoy.yaml has no `value: |` filter configuration"));
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let first = at + 1;
+    let depth = indent(lines[first]);
+    lines[first..]
+        .iter()
+        .take_while(|l| l.trim().is_empty() || indent(l) >= depth)
+        .map(|l| l.trim())
+        .collect::<Vec<_>>()
+        .join("\n")
+        .into_bytes()
+}
+
+/// A host that behaves like Envoy's for the filter: headers, a buffered body
+/// that grows chunk by chunk, prefix replacement, one gRPC call.
+struct BenchHost {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+    /// Prefix replacement (drained bytes, new prefix), applied lazily as
+    /// Envoy does without moving the rest of the buffer.
+    replaced: Option<(usize, Vec<u8>)>,
+    dispatched: Option<Instant>,
+    request: Vec<u8>,
+    reply: Vec<u8>,
+    resumed: bool,
+    local_reply: Option<u16>,
+    epoch: Instant,
+}
+
+impl BenchHost {
+    fn new(content_length: usize, reply: Vec<u8>) -> Self {
+        BenchHost {
+            headers: vec![
+                (":method".into(), "POST".into()),
+                (":path".into(), "/v1/chat/completions".into()),
+                ("content-type".into(), "application/json".into()),
+                ("content-length".into(), content_length.to_string()),
+                ("x-request-id".into(), "bench".into()),
+            ],
+            body: Vec::with_capacity(content_length),
+            replaced: None,
+            dispatched: None,
+            request: Vec::new(),
+            reply,
+            resumed: false,
+            local_reply: None,
+            epoch: Instant::now(),
+        }
+    }
+}
+
+impl Host for BenchHost {
+    fn request_header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn request_header_names(&self) -> Vec<String> {
+        self.headers.iter().map(|(k, _)| k.clone()).collect()
+    }
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.remove_request_header(name);
+        self.headers.push((name.into(), value.into()));
+    }
+    fn remove_request_header(&mut self, name: &str) {
+        self.headers.retain(|(k, _)| k != name);
+    }
+    fn set_response_header(&mut self, _name: &str, _value: &str) {}
+    fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        let end = start.saturating_add(len).min(self.body.len());
+        self.body.get(start..end).map(<[u8]>::to_vec)
+    }
+    fn replace_body_prefix(&mut self, drain: usize, prefix: &[u8]) -> Result<(), HostError> {
+        self.replaced = Some((drain, prefix.to_vec()));
+        Ok(())
+    }
+    fn dispatch_classify(
+        &mut self,
+        _cluster: &str,
+        message: &[u8],
+        _timeout: Duration,
+    ) -> Result<u32, HostError> {
+        self.dispatched = Some(Instant::now());
+        self.request = message.to_vec();
+        Ok(1)
+    }
+    fn grpc_response_body(&self, _len: usize) -> Option<Vec<u8>> {
+        Some(self.reply.clone())
+    }
+    fn send_response(&mut self, status: u16, _headers: &[(&str, &str)], _body: &[u8]) {
+        self.local_reply = Some(status);
+    }
+    fn resume_request(&mut self) {
+        self.resumed = true;
+    }
+    fn now_us(&self) -> u64 {
+        self.epoch.elapsed().as_micros() as u64
+    }
+}
+
+/// Deterministic prose: sentences over a mixed vocabulary (xorshift PRNG).
+struct Prose(u64);
+
+impl Prose {
+    const WORDS: [&'static str; 48] = [
+        "the",
+        "system",
+        "report",
+        "quarterly",
+        "revenue",
+        "analysis",
+        "of",
+        "and",
+        "customer",
+        "network",
+        "latency",
+        "model",
+        "policy",
+        "review",
+        "contract",
+        "clause",
+        "energy",
+        "market",
+        "growth",
+        "team",
+        "service",
+        "migration",
+        "database",
+        "schema",
+        "index",
+        "query",
+        "storage",
+        "budget",
+        "forecast",
+        "risk",
+        "audit",
+        "compliance",
+        "shipment",
+        "warehouse",
+        "supplier",
+        "invoice",
+        "payment",
+        "schedule",
+        "meeting",
+        "summary",
+        "protein",
+        "experiment",
+        "sample",
+        "result",
+        "method",
+        "in",
+        "for",
+        "with",
+    ];
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Appends sentences to `out` until it holds at least `bytes` bytes.
+    fn fill(&mut self, out: &mut String, bytes: usize) {
+        while out.len() < bytes {
+            let words = 8 + (self.next() % 14) as usize;
+            for i in 0..words {
+                let w = Self::WORDS[(self.next() % Self::WORDS.len() as u64) as usize];
+                if i == 0 {
+                    let mut c = w.chars();
+                    if let Some(f) = c.next() {
+                        out.extend(f.to_uppercase());
+                        out.push_str(c.as_str());
+                    }
+                } else {
+                    out.push(' ');
+                    out.push_str(w);
+                }
+            }
+            out.push_str(if matches!(self.next() % 7, 0) {
+                ".\n\n"
+            } else {
+                ". "
+            });
+        }
+    }
+}
+
+const QUESTION: &str =
+    "Given the notes above, what is the derivative of x^3 + 2x with respect to x?";
+
+/// Where the bulk of a generated body is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// One long last user turn (a pasted document, then the question): the
+    /// whole text must be compressed once it is complete.
+    LastTurn,
+    /// A long conversation (user / assistant turns of about 2 KB) ending
+    /// with a short question: the bulk is history, only scanned.
+    History,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::LastTurn => "long last turn",
+            Shape::History => "long history",
+        }
+    }
+}
+
+/// A chat request body of about `size` bytes (at least the fixed parts).
+fn body_of_size(size: usize, shape: Shape) -> Vec<u8> {
+    if shape == Shape::History {
+        return history_body(size);
+    }
+    let frame = |content: &str| {
+        serde_json::json!({
+            "model": "auto",
+            "messages": [
+                {"role": "system", "content": "You are a helpful assistant."},
+                {"role": "user", "content": content}
+            ],
+            "temperature": 0.2
+        })
+        .to_string()
+    };
+    let fixed = frame(QUESTION).len() + 4;
+    let mut doc = String::new();
+    Prose(0x9e37_79b9_7f4a_7c15).fill(&mut doc, size.saturating_sub(fixed));
+    // Escapes (`\n`) make the body longer than the text: trim to fit.
+    loop {
+        let body = frame(&format!("{doc}\n\n{QUESTION}"));
+        let over = body.len().saturating_sub(size);
+        if over == 0 || doc.is_empty() {
+            return body.into_bytes();
+        }
+        doc.truncate(doc.len().saturating_sub(over));
+    }
+}
+
+/// A conversation of about `size` bytes ending with [`QUESTION`].
+fn history_body(size: usize) -> Vec<u8> {
+    let mut prose = Prose(0x2545_f491_4f6c_dd1d);
+    let mut messages =
+        vec![serde_json::json!({"role": "system", "content": "You are a helpful assistant."})];
+    let last = serde_json::json!({"role": "user", "content": QUESTION});
+    let frame = |messages: &[Value]| {
+        serde_json::json!({"model": "auto", "messages": messages, "temperature": 0.2}).to_string()
+    };
+    let mut turn = 0;
+    loop {
+        let mut with_last = messages.clone();
+        with_last.push(last.clone());
+        let len = frame(&with_last).len();
+        if len + 64 >= size {
+            return frame(&with_last).into_bytes();
+        }
+        let mut text = String::new();
+        prose.fill(&mut text, (size - len - 40).min(2048));
+        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        messages.push(serde_json::json!({"role": role, "content": text}));
+        turn += 1;
+    }
+}
+
+fn classify_reply() -> Vec<u8> {
+    ClassifyResponse {
+        domain: Some(DomainResult {
+            label: "math".into(),
+            confidence: 0.9,
+            distribution: vec![],
+        }),
+        jailbreak: Some(JailbreakResult {
+            score: 0.01,
+            ..Default::default()
+        }),
+        pii: Some(PiiResult::default()),
+        input_tokens: 500,
+        ..Default::default()
+    }
+    .encode_to_vec()
+}
+
+/// One request through the filter: (last byte → dispatch, filter CPU,
+/// compression as the filter reports it in `x-semroute-timing`), µs.
+fn run_filter(
+    config: &Rc<FilterConfig>,
+    body: &[u8],
+    chunk: usize,
+    reply: &[u8],
+) -> (f64, f64, f64) {
+    let calibration = Rc::new(Cell::new(TokenCalibration::default()));
+    let mut f = HttpFilter::new(Rc::clone(config), calibration);
+    let mut host = BenchHost::new(body.len(), reply.to_vec());
+    let mut cpu = Duration::ZERO;
+    let t = Instant::now();
+    let a = f.on_request_headers(&mut host, false);
+    cpu += t.elapsed();
+    assert_eq!(a, Action::Pause, "the filter did not pause on headers");
+    let mut last_start = None;
+    let n = body.len().div_ceil(chunk);
+    for (i, part) in body.chunks(chunk).enumerate() {
+        host.body.extend_from_slice(part);
+        let eos = i + 1 == n;
+        let t = Instant::now();
+        if eos {
+            last_start = Some(t);
+        }
+        let buffered = host.body.len();
+        f.on_request_body(&mut host, buffered, eos);
+        cpu += t.elapsed();
+    }
+    let (Some(dispatched), Some(last)) = (host.dispatched, last_start) else {
+        panic!("no Classify dispatch (local reply {:?})", host.local_reply);
+    };
+    let to_dispatch = dispatched.saturating_duration_since(last);
+    let t = Instant::now();
+    let reply_len = host.reply.len();
+    f.on_grpc_response(&mut host, 1, 0, reply_len);
+    cpu += t.elapsed();
+    assert!(host.resumed, "the request was not resumed");
+    assert_eq!(
+        f.applied_route().and_then(|r| r.model.as_deref()),
+        Some("math-model"),
+        "unexpected route"
+    );
+    assert!(
+        host.replaced.is_some(),
+        "model was not spliced into the body"
+    );
+    let compress_ms = host
+        .request_header("x-semroute-timing")
+        .and_then(|t| {
+            t.split(',').find_map(|p| {
+                p.trim()
+                    .strip_prefix("compress;dur=")
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+        })
+        .unwrap_or(f64::NAN);
+    (micros(to_dispatch), micros(cpu), compress_ms * 1000.0)
+}
+
+/// The buffered baseline: (last byte → request built, total CPU, parse and
+/// extraction only), µs.
+fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, f64) {
+    let mut buffered = Vec::new();
+    let mut cpu = Duration::ZERO;
+    for part in body.chunks(chunk) {
+        let t = Instant::now();
+        buffered.extend_from_slice(part);
+        cpu += t.elapsed();
+    }
+    let t = Instant::now();
+    let v: Value = serde_json::from_slice(&buffered).expect("body is JSON");
+    let text = last_user_text(&v);
+    let scan_text = earlier_user_text(&v, config.limits.max_scan_text_bytes);
+    let parsed = t.elapsed();
+    let mut b = PromptBuilder::new(&config.compression);
+    b.push_str(&text);
+    b.end_segment();
+    let compressed = b.finish(&[]);
+    let request = ClassifyRequest {
+        request_id: "bench".into(),
+        text: compressed.text.into_bytes(),
+        signals: vec!["domain".into(), "jailbreak".into(), "pii".into()],
+        reduction: Some(Reduction {
+            original_tokens: compressed.original_tokens,
+            kept_tokens: compressed.kept_tokens,
+            original_bytes: compressed.original_bytes,
+            compressed: compressed.compressed,
+        }),
+        scan_text: scan_text.into_bytes(),
+    }
+    .encode_to_vec();
+    let built = t.elapsed();
+    std::hint::black_box(request);
+    cpu += built;
+    (micros(built), micros(cpu), micros(parsed))
+}
+
+/// Earlier user turns' string contents joined by blank lines, at most
+/// `limit` bytes (what the filter sends as scan text).
+fn earlier_user_text(v: &Value, limit: usize) -> String {
+    let mut out = String::new();
+    let Some(messages) = v["messages"].as_array() else {
+        return out;
+    };
+    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
+    for m in users.iter().take(users.len().saturating_sub(1)) {
+        if let Some(s) = m["content"].as_str() {
+            if out.len() + s.len() + 2 > limit {
+                break;
+            }
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(s);
+        }
+    }
+    out
+}
+
+/// The last user message's text (string content or text parts).
+fn last_user_text(v: &Value) -> String {
+    let Some(messages) = v["messages"].as_array() else {
+        return String::new();
+    };
+    let Some(m) = messages.iter().rev().find(|m| m["role"] == "user") else {
+        return String::new();
+    };
+    match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        _ => String::new(),
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// The `q`-quantile (nearest rank) of `v`.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    s[i]
+}
+
+fn fmt_us(us: f64) -> String {
+    if us >= 1000.0 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{us:.1} µs")
+    }
+}
+
+fn size_name(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.trailing_zeros() >= 20 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1024 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+struct Row {
+    shape: Shape,
+    target: usize,
+    size: usize,
+    chunks: usize,
+    runs: usize,
+    tail: Vec<f64>,
+    cpu: Vec<f64>,
+    compress: Vec<f64>,
+    base_tail: Vec<f64>,
+    base_cpu: Vec<f64>,
+    base_parse: Vec<f64>,
+}
+
+fn main() {
+    let args = parse_args();
+    let config = match FilterConfig::from_json(&envoy_filter_config()) {
+        Ok(c) => Rc::new(c),
+        Err(e) => usage(&format!("envoy.yaml filter configuration: {e}")),
+    };
+    let reply = classify_reply();
+    println!(
+        "# filter_bench: semroute filter natively (HttpFilter behind its Host trait), \
+         {} B chunks, up to {} runs per size after 2 warm-up runs, compression budget {} tokens, \
+         configuration from envoy.yaml (small_body_bytes {})",
+        args.chunk, args.runs, config.compression.budget_tokens, config.limits.small_body_bytes
+    );
+    println!(
+        "# baseline: buffer every chunk, then serde_json::from_slice + last user message + \
+         the same PromptBuilder compression + ClassifyRequest encoding"
+    );
+    let mut rows = Vec::new();
+    for (shape, &size) in [Shape::LastTurn, Shape::History]
+        .into_iter()
+        .flat_map(|sh| args.sizes.iter().map(move |s| (sh, s)))
+    {
+        let body = body_of_size(size, shape);
+        serde_json::from_slice::<Value>(&body).expect("generated body is JSON");
+        for _ in 0..2 {
+            run_filter(&config, &body, args.chunk, &reply);
+            run_baseline(&config, &body, args.chunk);
+        }
+        let mut row = Row {
+            shape,
+            target: size,
+            size: body.len(),
+            chunks: body.len().div_ceil(args.chunk),
+            runs: 0,
+            tail: Vec::new(),
+            cpu: Vec::new(),
+            compress: Vec::new(),
+            base_tail: Vec::new(),
+            base_cpu: Vec::new(),
+            base_parse: Vec::new(),
+        };
+        let started = Instant::now();
+        while row.runs < args.runs && started.elapsed().as_secs_f64() < args.max_seconds {
+            let (tail, cpu, compress) = run_filter(&config, &body, args.chunk, &reply);
+            let (btail, bcpu, bparse) = run_baseline(&config, &body, args.chunk);
+            row.tail.push(tail);
+            row.cpu.push(cpu);
+            row.compress.push(compress);
+            row.base_tail.push(btail);
+            row.base_cpu.push(bcpu);
+            row.base_parse.push(bparse);
+            row.runs += 1;
+        }
+        eprintln!(
+            "filter_bench: {} {} done ({} runs)",
+            shape.name(),
+            size_name(size),
+            row.runs
+        );
+        rows.push(row);
+    }
+
+    println!();
+    println!("## Last body byte → Classify dispatch (native)");
+    println!();
+    println!("| shape | body | chunks | runs | filter p50 | filter p99 | of which compression p50 | buffered p50 | buffered p99 | of which serde_json parse p50 | buffered / filter (p50) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let (f50, b50) = (quantile(&r.tail, 0.5), quantile(&r.base_tail, 0.5));
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.shape.name(),
+            size_name(r.target),
+            r.chunks,
+            r.runs,
+            fmt_us(f50),
+            fmt_us(quantile(&r.tail, 0.99)),
+            fmt_us(quantile(&r.compress, 0.5)),
+            fmt_us(b50),
+            fmt_us(quantile(&r.base_tail, 0.99)),
+            fmt_us(quantile(&r.base_parse, 0.5)),
+            if f50 < 1.0 {
+                "dispatched before the last byte".to_string()
+            } else {
+                format!("{:.1}x", b50 / f50)
+            }
+        );
+    }
+    println!();
+    println!("## Filter CPU time per request (native, all callbacks)");
+    println!();
+    println!("| shape | body | filter p50 | filter p99 | filter per MiB (p50) | buffered p50 | buffered p99 | filter / buffered (p50) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let (f50, b50) = (quantile(&r.cpu, 0.5), quantile(&r.base_cpu, 0.5));
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            r.shape.name(),
+            size_name(r.target),
+            fmt_us(f50),
+            fmt_us(quantile(&r.cpu, 0.99)),
+            fmt_us(f50 * (1 << 20) as f64 / r.size as f64),
+            fmt_us(b50),
+            fmt_us(quantile(&r.base_cpu, 0.99)),
+            f50 / b50.max(0.1)
+        );
+    }
+}

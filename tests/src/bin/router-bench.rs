@@ -1,0 +1,802 @@
+//! Router benchmarks through real Envoy, each against the same Envoy without
+//! the semroute filter, measured in one run (requests to the two alternate).
+//!
+//! ```text
+//! cargo run --release -p semroute-e2e --bin router-bench -- [options]
+//!   --mode overhead|filter|all   which table(s) (default all)
+//!   --requests N                 timed requests per size and router (default 30)
+//!   --warmup N                   untimed requests per size and router first (default 3)
+//!   --tokens 100,500,2000,8000   prompt sizes of the overhead table, in tokens
+//!   --bytes 2048,65536,524288,1048576   body sizes of the filter table, in bytes
+//!   --max-seconds S              stop a size early after S seconds (default 40)
+//!   --pace-us N                  filter table: pause N µs after each 16 KiB of body
+//!                                (default 200), so Envoy sees the body arrive in
+//!                                chunks as over a network, not in one read
+//! ```
+//!
+//! - **overhead**: the whole router (filter + the real daemon and models)
+//!   against plain Envoy: client-side latency p50 / p99 of
+//!   `POST /v1/chat/completions` with `"model": "auto"` and a generated prompt
+//!   of about N tokens (0.75 words per token), sequential requests.
+//! - **filter**: the filter alone inside Envoy: the daemon is replaced by an
+//!   in-process gRPC server that answers `Classify` at once (math, no
+//!   jailbreak, no PII), so the difference to plain Envoy is the filter's
+//!   cost; the filter's own `x-semroute-timing` gives the time from the last
+//!   body byte to the dispatch (`tail`) and its callback time (`filter`).
+//!   Two body shapes: one long last user turn (all of it compressed once
+//!   complete) and a long history of ~2 KB turns ending with a short
+//!   question.
+//!
+//! Both Envoys are rendered from the repository's `envoy.yaml` like the
+//! end-to-end tests (the baseline with the wasm filter removed), one worker
+//! each, each with its own local upstreams. Requests use one keep-alive
+//! connection per router and a `content-length`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use semroute_e2e::{default_filter_config, Router, RouterOptions};
+use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
+use semroute_proto::v1::{
+    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, PiiResult,
+};
+use serde_json::{json, Value};
+
+struct Args {
+    mode: String,
+    requests: usize,
+    warmup: usize,
+    tokens: Vec<usize>,
+    bytes: Vec<usize>,
+    max_seconds: f64,
+    pace_us: u64,
+}
+
+fn usage(msg: &str) -> ! {
+    eprintln!("router-bench: {msg}");
+    eprintln!(
+        "usage: router-bench [--mode overhead|filter|all] [--requests N] [--warmup N] \
+         [--tokens A,B,..] [--bytes A,B,..] [--max-seconds S]"
+    );
+    std::process::exit(2)
+}
+
+/// Stops the benchmark with a runtime error. A panic, so that the routers
+/// already started are dropped (their processes stopped) while unwinding.
+fn die(msg: &str) -> ! {
+    panic!("router-bench: {msg}")
+}
+
+fn list(v: &str) -> Vec<usize> {
+    v.split(',')
+        .map(|s| s.trim().parse().unwrap_or_else(|_| usage("bad list")))
+        .collect()
+}
+
+fn parse_args() -> Args {
+    let mut a = Args {
+        mode: "all".into(),
+        requests: 30,
+        warmup: 3,
+        tokens: vec![100, 500, 2000, 8000],
+        bytes: vec![2048, 65536, 524_288, 1_048_576],
+        max_seconds: 40.0,
+        pace_us: 200,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
+        };
+        match flag.as_str() {
+            "--mode" => a.mode = value(),
+            "--requests" => a.requests = value().parse().unwrap_or_else(|_| usage("bad N")),
+            "--warmup" => a.warmup = value().parse().unwrap_or_else(|_| usage("bad N")),
+            "--tokens" => a.tokens = list(&value()),
+            "--bytes" => a.bytes = list(&value()),
+            "--max-seconds" => a.max_seconds = value().parse().unwrap_or_else(|_| usage("bad S")),
+            "--pace-us" => a.pace_us = value().parse().unwrap_or_else(|_| usage("bad µs")),
+            "-h" | "--help" => usage("help"),
+            other => usage(&format!("unknown option {other}")),
+        }
+    }
+    if !["overhead", "filter", "all"].contains(&a.mode.as_str()) || a.requests == 0 {
+        usage("bad --mode or --requests");
+    }
+    a
+}
+
+// ------------------------------------------------------------------ client
+
+/// Bytes written between two pauses of a paced upload.
+const PACE_CHUNK: usize = 16 * 1024;
+
+/// One keep-alive HTTP/1.1 connection.
+struct Conn {
+    port: u16,
+    reader: Option<BufReader<TcpStream>>,
+    /// Pause after each [`PACE_CHUNK`] bytes of a body (zero: one write).
+    pace: Duration,
+}
+
+/// Status, lower-cased headers and body of one response.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl Conn {
+    fn new(port: u16, pace: Duration) -> Self {
+        Conn {
+            port,
+            reader: None,
+            pace,
+        }
+    }
+
+    /// POSTs `body` as JSON; reconnects once when the kept connection is gone.
+    fn post(&mut self, path: &str, body: &[u8]) -> std::io::Result<Answer> {
+        match self.try_post(path, body) {
+            Ok(a) => Ok(a),
+            Err(_) => {
+                self.reader = None;
+                self.try_post(path, body)
+            }
+        }
+    }
+
+    fn try_post(&mut self, path: &str, body: &[u8]) -> std::io::Result<Answer> {
+        if self.reader.is_none() {
+            let s = TcpStream::connect(("127.0.0.1", self.port))?;
+            s.set_nodelay(true)?;
+            s.set_read_timeout(Some(Duration::from_secs(60)))?;
+            self.reader = Some(BufReader::with_capacity(1 << 16, s));
+        }
+        let Some(reader) = self.reader.as_mut() else {
+            return Err(std::io::Error::other("no connection"));
+        };
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n",
+            body.len()
+        );
+        let stream = reader.get_mut();
+        stream.write_all(head.as_bytes())?;
+        if self.pace.is_zero() {
+            stream.write_all(body)?;
+        } else {
+            for (i, piece) in body.chunks(PACE_CHUNK).enumerate() {
+                if i > 0 {
+                    std::thread::sleep(self.pace);
+                }
+                stream.write_all(piece)?;
+            }
+        }
+        let mut line = String::new();
+        reader.read_line(&mut line)?;
+        let status = line
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("bad status line {line:?}")))?;
+        let mut headers = Vec::new();
+        loop {
+            line.clear();
+            reader.read_line(&mut line)?;
+            let l = line.trim_end();
+            if l.is_empty() {
+                break;
+            }
+            if let Some((k, v)) = l.split_once(':') {
+                headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+            }
+        }
+        let get = |n: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == n)
+                .map(|(_, v): &(String, String)| v.clone())
+        };
+        let mut body = Vec::new();
+        if let Some(n) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
+            body.resize(n, 0);
+            reader.read_exact(&mut body)?;
+        } else if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
+            loop {
+                line.clear();
+                reader.read_line(&mut line)?;
+                let size = usize::from_str_radix(line.trim().split(';').next().unwrap_or(""), 16)
+                    .map_err(|_| std::io::Error::other("bad chunk size"))?;
+                let mut chunk = vec![0; size + 2];
+                reader.read_exact(&mut chunk)?;
+                if size == 0 {
+                    break;
+                }
+                body.extend_from_slice(&chunk[..size]);
+            }
+        } else {
+            reader.read_to_end(&mut body)?;
+            self.reader = None;
+        }
+        if get("connection").is_some_and(|v| v.eq_ignore_ascii_case("close")) {
+            self.reader = None;
+        }
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+}
+
+// --------------------------------------------------------------- prompts
+
+/// Deterministic prose (xorshift over a mixed vocabulary).
+struct Prose(u64);
+
+impl Prose {
+    const WORDS: [&'static str; 48] = [
+        "the",
+        "system",
+        "report",
+        "quarterly",
+        "revenue",
+        "analysis",
+        "of",
+        "and",
+        "customer",
+        "network",
+        "latency",
+        "model",
+        "policy",
+        "review",
+        "contract",
+        "clause",
+        "energy",
+        "market",
+        "growth",
+        "team",
+        "service",
+        "migration",
+        "database",
+        "schema",
+        "index",
+        "query",
+        "storage",
+        "budget",
+        "forecast",
+        "risk",
+        "audit",
+        "compliance",
+        "shipment",
+        "warehouse",
+        "supplier",
+        "invoice",
+        "payment",
+        "schedule",
+        "meeting",
+        "summary",
+        "protein",
+        "experiment",
+        "sample",
+        "result",
+        "method",
+        "in",
+        "for",
+        "with",
+    ];
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    /// Sentences until `words` words or `bytes` bytes, whichever first.
+    fn text(&mut self, words: usize, bytes: usize) -> String {
+        let mut out = String::new();
+        let mut n = 0;
+        while n < words && out.len() < bytes {
+            let len = 8 + (self.next() % 14) as usize;
+            for i in 0..len {
+                let w = Self::WORDS[(self.next() % Self::WORDS.len() as u64) as usize];
+                if i == 0 {
+                    let mut c = w.chars();
+                    if let Some(f) = c.next() {
+                        out.extend(f.to_uppercase());
+                        out.push_str(c.as_str());
+                    }
+                } else {
+                    out.push(' ');
+                    out.push_str(w);
+                }
+                n += 1;
+            }
+            out.push_str(if matches!(self.next() % 7, 0) {
+                ".\n\n"
+            } else {
+                ". "
+            });
+        }
+        out
+    }
+}
+
+const QUESTION: &str =
+    "Given the notes above, what is the derivative of x^3 + 2x with respect to x?";
+
+fn chat_body(text: &str) -> String {
+    json!({
+        "model": "auto",
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": text}
+        ],
+        "temperature": 0.2
+    })
+    .to_string()
+}
+
+/// A chat body whose user turn is about `tokens` tokens (0.75 words each).
+fn body_of_tokens(tokens: usize) -> Vec<u8> {
+    let words = (tokens * 3 / 4).saturating_sub(QUESTION.split_whitespace().count());
+    let doc = Prose(0x2545_f491_4f6c_dd1d).text(words, usize::MAX);
+    chat_body(&format!("{doc}\n\n{QUESTION}")).into_bytes()
+}
+
+/// A conversation of about `bytes` bytes: user / assistant turns of about
+/// 2 KB, then the short question as the last user turn.
+fn history_of_bytes(bytes: usize) -> Vec<u8> {
+    let mut prose = Prose(0x2545_f491_4f6c_dd1d);
+    let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
+    let last = json!({"role": "user", "content": QUESTION});
+    let frame =
+        |m: &[Value]| json!({"model": "auto", "messages": m, "temperature": 0.2}).to_string();
+    let mut turn = 0;
+    loop {
+        let mut with_last = messages.clone();
+        with_last.push(last.clone());
+        let body = frame(&with_last);
+        if body.len() + 64 >= bytes {
+            return body.into_bytes();
+        }
+        let text = prose.text(usize::MAX, (bytes - body.len() - 40).min(2048));
+        let role = if turn % 2 == 0 { "user" } else { "assistant" };
+        messages.push(json!({"role": role, "content": text}));
+        turn += 1;
+    }
+}
+
+/// Builds a request body of about the given size in bytes.
+type MakeBody = fn(usize) -> Vec<u8>;
+
+/// A chat body of about `bytes` bytes: one long last user turn.
+fn body_of_bytes(bytes: usize) -> Vec<u8> {
+    let fixed = chat_body(QUESTION).len() + 4;
+    let mut doc = Prose(0x9e37_79b9_7f4a_7c15).text(usize::MAX, bytes.saturating_sub(fixed));
+    loop {
+        let body = chat_body(&format!("{doc}\n\n{QUESTION}"));
+        let over = body.len().saturating_sub(bytes);
+        if over == 0 || doc.is_empty() {
+            return body.into_bytes();
+        }
+        doc.truncate(doc.len().saturating_sub(over));
+    }
+}
+
+// ------------------------------------------------------------ fake daemon
+
+/// Answers every `Classify` at once: math, no jailbreak, no personal data.
+struct InstantDaemon;
+
+#[tonic::async_trait]
+impl Classifier for InstantDaemon {
+    async fn classify(
+        &self,
+        request: tonic::Request<ClassifyRequest>,
+    ) -> Result<tonic::Response<ClassifyResponse>, tonic::Status> {
+        let req = request.into_inner();
+        Ok(tonic::Response::new(ClassifyResponse {
+            request_id: req.request_id,
+            domain: Some(DomainResult {
+                label: "math".into(),
+                confidence: 0.9,
+                distribution: vec![],
+            }),
+            jailbreak: Some(JailbreakResult {
+                score: 0.01,
+                ..Default::default()
+            }),
+            pii: Some(PiiResult::default()),
+            input_tokens: 512,
+            ..Default::default()
+        }))
+    }
+}
+
+/// Serves [`InstantDaemon`] on `socket` from a background runtime.
+fn start_instant_daemon(socket: &Path) -> tokio::runtime::Runtime {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap_or_else(|e| die(&format!("tokio: {e}")));
+    let _ = std::fs::remove_file(socket);
+    let listener = {
+        let _guard = rt.enter();
+        tokio::net::UnixListener::bind(socket)
+            .unwrap_or_else(|e| die(&format!("bind {}: {e}", socket.display())))
+    };
+    rt.spawn(async move {
+        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(ClassifierServer::new(InstantDaemon))
+            .serve_with_incoming(incoming)
+            .await
+        {
+            eprintln!("router-bench: instant daemon stopped: {e}");
+        }
+    });
+    rt
+}
+
+// ------------------------------------------------------------- measuring
+
+fn upstream_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap_or_else(|e| die(&format!("current_exe: {e}")));
+    let bin = exe.with_file_name("semroute-upstream");
+    if !bin.is_file() {
+        die(&format!(
+            "{} not found: cargo build --release -p semroute-e2e --bins",
+            bin.display()
+        ));
+    }
+    bin
+}
+
+fn start(options: RouterOptions) -> Router {
+    Router::start(&upstream_bin(), options)
+        .unwrap_or_else(|e| die(&format!("cannot start the router: {e}")))
+}
+
+/// The filter configuration of `envoy.yaml` with a daemon deadline that
+/// tolerates a loaded machine (a fallback would skew the numbers).
+fn bench_filter_config() -> Value {
+    let mut c = default_filter_config().unwrap_or_else(|e| die(&e));
+    c["daemon"]["timeout_ms"] = json!(10_000);
+    c
+}
+
+/// The `name;dur=X` entries of an `x-semroute-timing` value, in ms.
+fn timing(value: &str, name: &str) -> Option<f64> {
+    value.split(',').find_map(|p| {
+        let (n, d) = p.trim().split_once(";dur=")?;
+        (n == name).then(|| d.parse().ok()).flatten()
+    })
+}
+
+/// The `x-semroute-timing` header the upstream received (echoed in its
+/// `semroute.headers` report).
+fn upstream_timing(a: &Answer) -> Option<String> {
+    let v: Value = serde_json::from_slice(&a.body).ok()?;
+    v["semroute"]["headers"]["x-semroute-timing"]
+        .as_str()
+        .map(str::to_string)
+}
+
+fn served_by(a: &Answer) -> String {
+    serde_json::from_slice::<Value>(&a.body)
+        .ok()
+        .and_then(|v| v["semroute"]["served_by"].as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
+    s[i]
+}
+
+/// Per size: client latencies (ms) with and without the filter, and the
+/// filter's timings (ms) by name.
+#[derive(Default)]
+struct Sample {
+    with: Vec<f64>,
+    without: Vec<f64>,
+    timings: Vec<(String, f64)>,
+    routed: std::collections::BTreeMap<String, usize>,
+    fallbacks: usize,
+}
+
+impl Sample {
+    fn timing(&self, name: &str) -> Vec<f64> {
+        self.timings
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, v)| *v)
+            .collect()
+    }
+}
+
+/// Sends `body` to both routers alternately: `warmup` untimed pairs, then
+/// up to `requests` timed pairs within `max_seconds`.
+fn measure(
+    with: &mut Conn,
+    without: &mut Conn,
+    body: &[u8],
+    warmup: usize,
+    requests: usize,
+    max_seconds: f64,
+) -> Sample {
+    let mut s = Sample::default();
+    let started = Instant::now();
+    for i in 0..warmup + requests {
+        if i >= warmup && started.elapsed().as_secs_f64() > max_seconds && s.with.len() >= 5 {
+            break;
+        }
+        // Alternate which router goes first, so drift hits both alike.
+        let order: [bool; 2] = if i % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
+        for filtered in order {
+            let conn = if filtered { &mut *with } else { &mut *without };
+            let t = Instant::now();
+            let a = conn
+                .post("/v1/chat/completions", body)
+                .unwrap_or_else(|e| die(&format!("request failed: {e}")));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            if a.status != 200 {
+                die(&format!(
+                    "status {} from the {} router: {}",
+                    a.status,
+                    if filtered { "filtered" } else { "plain" },
+                    String::from_utf8_lossy(&a.body)
+                ));
+            }
+            if i < warmup {
+                continue;
+            }
+            if filtered {
+                s.with.push(ms);
+                *s.routed.entry(served_by(&a)).or_default() += 1;
+                if a.header("x-semroute-fallback").is_some() {
+                    s.fallbacks += 1;
+                }
+                if let Some(t) = upstream_timing(&a) {
+                    for name in [
+                        "scan",
+                        "compress",
+                        "daemon",
+                        "inference",
+                        "tail",
+                        "filter",
+                        "total",
+                    ] {
+                        if let Some(v) = timing(&t, name) {
+                            s.timings.push((name.to_string(), v));
+                        }
+                    }
+                }
+            } else {
+                s.without.push(ms);
+            }
+        }
+    }
+    s
+}
+
+fn f2(v: f64) -> String {
+    if v.is_nan() {
+        "-".into()
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+fn size_name(bytes: usize) -> String {
+    if bytes >= 1 << 20 && bytes.trailing_zeros() >= 20 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1024 {
+        format!("{} KiB", bytes / 1024)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// Waits until the real daemon answers through Envoy (models loaded).
+fn warm_daemon(conn: &mut Conn) {
+    let body = chat_body("warm-up: what is 1 + 1?");
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        if let Ok(a) = conn.post("/v1/chat/completions", body.as_bytes()) {
+            if a.status == 200 && a.header("x-semroute-fallback").is_none() {
+                return;
+            }
+        }
+        if Instant::now() > deadline {
+            die("the daemon never answered through Envoy within 180 s");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn overhead(args: &Args) {
+    eprintln!("router-bench: starting the router (daemon, Envoy with the filter) and plain Envoy");
+    let router = start(RouterOptions {
+        daemon: true,
+        filter_config: Some(bench_filter_config()),
+        ..Default::default()
+    });
+    let plain = start(RouterOptions {
+        without_filter: true,
+        ..Default::default()
+    });
+    let mut with = Conn::new(router.layout.port, Duration::ZERO);
+    let mut without = Conn::new(plain.layout.port, Duration::ZERO);
+    warm_daemon(&mut with);
+    let mut rows = Vec::new();
+    for &tokens in &args.tokens {
+        let body = body_of_tokens(tokens);
+        let s = measure(
+            &mut with,
+            &mut without,
+            &body,
+            args.warmup,
+            args.requests,
+            args.max_seconds,
+        );
+        eprintln!(
+            "router-bench: overhead ~{tokens} tokens done ({} requests)",
+            s.with.len()
+        );
+        rows.push((tokens, body.len(), s));
+    }
+    println!();
+    println!("## Router overhead through Envoy (real daemon and models)");
+    println!();
+    println!(
+        "Client latency in ms, sequential `POST /v1/chat/completions` with `\"model\": \"auto\"`; \
+         baseline = the same Envoy without the semroute filter; requests alternate between the two."
+    );
+    println!();
+    println!("| prompt | body | n | plain p50 | plain p99 | router p50 | router p99 | added p50 | added p99 | daemon call p50 | inference p50 | routed to |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for (tokens, bytes, s) in &rows {
+        let routed: Vec<String> = s.routed.iter().map(|(m, n)| format!("{m} x{n}")).collect();
+        let fallback = if s.fallbacks > 0 {
+            format!(" ({} fallbacks)", s.fallbacks)
+        } else {
+            String::new()
+        };
+        println!(
+            "| ~{tokens} tokens | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{fallback} |",
+            size_name(*bytes),
+            s.with.len(),
+            f2(quantile(&s.without, 0.5)),
+            f2(quantile(&s.without, 0.99)),
+            f2(quantile(&s.with, 0.5)),
+            f2(quantile(&s.with, 0.99)),
+            f2(quantile(&s.with, 0.5) - quantile(&s.without, 0.5)),
+            f2(quantile(&s.with, 0.99) - quantile(&s.without, 0.99)),
+            f2(quantile(&s.timing("daemon"), 0.5)),
+            f2(quantile(&s.timing("inference"), 0.5)),
+            routed.join(", ")
+        );
+    }
+}
+
+fn filter(args: &Args) {
+    eprintln!(
+        "router-bench: starting Envoy with the filter and an instant daemon, and plain Envoy"
+    );
+    let router = start(RouterOptions {
+        daemon: false,
+        filter_config: Some(bench_filter_config()),
+        ..Default::default()
+    });
+    let _daemon = start_instant_daemon(&router.layout.socket);
+    let plain = start(RouterOptions {
+        without_filter: true,
+        ..Default::default()
+    });
+    let pace = Duration::from_micros(args.pace_us);
+    let mut with = Conn::new(router.layout.port, pace);
+    let mut without = Conn::new(plain.layout.port, pace);
+    warm_daemon(&mut with);
+    let mut rows = Vec::new();
+    let shapes: [(&str, MakeBody); 2] = [
+        ("long last turn", body_of_bytes),
+        ("long history", history_of_bytes),
+    ];
+    for (shape, make) in shapes {
+        for &bytes in &args.bytes {
+            let body = make(bytes);
+            let s = measure(
+                &mut with,
+                &mut without,
+                &body,
+                args.warmup,
+                args.requests,
+                args.max_seconds,
+            );
+            eprintln!(
+                "router-bench: filter {shape} {} done ({} requests)",
+                size_name(bytes),
+                s.with.len()
+            );
+            rows.push((shape, bytes, s));
+        }
+    }
+    println!();
+    println!("## The filter inside Envoy (instant fake daemon)");
+    println!();
+    println!(
+        "ms. `tail` = last body byte → Classify dispatch and `filter` = time in the filter's \
+         callbacks, both from the filter's `x-semroute-timing` (V8, host calls included); \
+         latencies are client-side from the first byte sent, baseline = the same Envoy without \
+         the filter; bodies sent with a {} µs pause after each {} KiB.",
+        args.pace_us,
+        PACE_CHUNK / 1024
+    );
+    println!();
+    println!("| shape | body | n | tail p50 | tail p99 | filter p50 | filter p99 | scan p50 | compress p50 | plain p50 | plain p99 | with filter p50 | with filter p99 | added p50 | ratio p50 |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (shape, bytes, s) in &rows {
+        let (w, p) = (quantile(&s.with, 0.5), quantile(&s.without, 0.5));
+        println!(
+            "| {shape} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            size_name(*bytes),
+            s.with.len(),
+            f2(quantile(&s.timing("tail"), 0.5)),
+            f2(quantile(&s.timing("tail"), 0.99)),
+            f2(quantile(&s.timing("filter"), 0.5)),
+            f2(quantile(&s.timing("filter"), 0.99)),
+            f2(quantile(&s.timing("scan"), 0.5)),
+            f2(quantile(&s.timing("compress"), 0.5)),
+            f2(p),
+            f2(quantile(&s.without, 0.99)),
+            f2(w),
+            f2(quantile(&s.with, 0.99)),
+            f2(w - p),
+            w / p
+        );
+    }
+}
+
+fn main() {
+    let args = parse_args();
+    if let Err(e) = semroute_e2e::envoy_bin() {
+        die(&e);
+    }
+    println!(
+        "# router-bench: Envoy from envoy.yaml (one worker each), {} timed requests per size and \
+         router after {} warm-up, at most {} s per size",
+        args.requests, args.warmup, args.max_seconds
+    );
+    if args.mode == "filter" || args.mode == "all" {
+        filter(&args);
+    }
+    if args.mode == "overhead" || args.mode == "all" {
+        overhead(&args);
+    }
+}

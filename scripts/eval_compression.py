@@ -83,11 +83,13 @@ def main():
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "../shared/eval"))
     ap.add_argument("--per-cell", type=int, default=4, help="prompts per (length, depth) and signal")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
+    ap.add_argument("--compressor", default=os.path.join(ROOT, "target/release/examples/compress_jsonl"),
+                    help="the compress_jsonl binary (to compare builds)")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = random.Random(0)
     daemon = os.path.join(ROOT, "target/release/semroute-daemon")
-    compressor = os.path.join(ROOT, "target/release/examples/compress_jsonl")
+    compressor = args.compressor
     for p in (daemon, compressor):
         if not os.path.exists(p):
             sys.exit(f"{p} missing: run `make build`")

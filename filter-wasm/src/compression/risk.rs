@@ -11,7 +11,18 @@
 //! - PII: e-mail addresses, phone numbers (international `+` form, or 8-12 digits in short
 //!   groups that do not read as a date), payment-card-like digit runs (12-19 digits, Luhn-valid), IBAN-like strings
 //!   (country code, check digits, mod-97 valid), SSN-like `AAA-GG-SSSS` (SSA area/group/serial
-//!   rules), IPv4 and IPv6 addresses.
+//!   rules), IPv4 and IPv6 addresses; and context cues over accent-folded words for the
+//!   personal data a PII model finds: names after courtesy titles ("Mr", "Dr"),
+//!   introductions ("my name is", "I'm", "called"), greetings and signatures ("Dear",
+//!   "Regards,"), or runs of two or three capitalised words (not starting a sentence) near
+//!   personal words ("patient", "account", "born"); street addresses (a house number
+//!   before a street word, also compound forms such as "-straße", "-katu", "-vej"),
+//!   apartment, suite and box numbers, residence phrases ("lives at", "address is", "ship
+//!   to", "zip code", "I'm in"); ages, dates of birth and full calendar dates ("79 years
+//!   old", "born on", "date of birth", `9/20/1968`, `2018-01-14`); and numbers after
+//!   document words ("passport", "license", "account number"). Single accented
+//!   capitalised words mid-sentence, runs of capitalised words holding one, and middle
+//!   initials ("Hanne I. Kreutzmann") count as names.
 //! - Injection cues, matched over lowercase, accent-folded words: instruction overrides
 //!   ("ignore / disregard / forget ... previous instructions", also a few German, French and
 //!   Spanish forms), role-play setups ("you are now", "pretend", "act as", "developer
@@ -51,15 +62,22 @@ impl RiskFlags {
     pub const PROMPT_EXTRACTION: RiskFlags = RiskFlags(1 << 8);
     /// A long encoded payload (base64, hexadecimal, escape sequences).
     pub const ENCODED: RiskFlags = RiskFlags(1 << 9);
+    /// A person's name in context (after a courtesy title, an introduction, a greeting or a
+    /// signature, or next to personal words such as "patient" or "account").
+    pub const NAME: RiskFlags = RiskFlags(1 << 10);
+    /// A street address, apartment or post-office box number, or a place of residence.
+    pub const ADDRESS: RiskFlags = RiskFlags(1 << 11);
+    /// An age, a date of birth, or a document or account number in context.
+    pub const IDENTITY: RiskFlags = RiskFlags(1 << 12);
 
     /// All personal-data kinds.
-    pub const PII: RiskFlags = RiskFlags(0b11_1111);
+    pub const PII: RiskFlags = RiskFlags(0b1_1100_0011_1111);
     /// All jailbreak / prompt-injection kinds.
     pub const INJECTION: RiskFlags = RiskFlags(0b11_1100_0000);
 
     /// Every kind, most severe first (the order compression keeps flagged sentences in
     /// when they do not all fit), with its name.
-    pub const KINDS: [(RiskFlags, &'static str); 10] = [
+    pub const KINDS: [(RiskFlags, &'static str); 13] = [
         (RiskFlags::OVERRIDE, "override"),
         (RiskFlags::PROMPT_EXTRACTION, "prompt_extraction"),
         (RiskFlags::ROLE_PLAY, "role_play"),
@@ -70,6 +88,9 @@ impl RiskFlags {
         (RiskFlags::EMAIL, "email"),
         (RiskFlags::PHONE, "phone"),
         (RiskFlags::IP, "ip"),
+        (RiskFlags::IDENTITY, "identity"),
+        (RiskFlags::ADDRESS, "address"),
+        (RiskFlags::NAME, "name"),
     ];
 
     /// Whether no kind is set.
@@ -150,7 +171,10 @@ pub fn scan_pii(text: &str) -> RiskFlags {
         has_at |= x == b'@';
         has_colon |= x == b':';
     }
-    let mut f = RiskFlags::NONE;
+    let mut f = scan_context(text);
+    if has_digit && has_full_date(b) {
+        f |= RiskFlags::IDENTITY;
+    }
     if has_at && has_email(b) {
         f |= RiskFlags::EMAIL;
     }
@@ -423,6 +447,63 @@ fn valid_ssn(d: &[u8]) -> bool {
     let group = num(&[*g0, *g1]);
     let serial = num(&[*s0, *s1, *s2, *s3]);
     area != 0 && area != 666 && area < 900 && group != 0 && serial != 0
+}
+
+// ---------------------------------------------------------------- calendar dates
+
+/// Digits at `i` (at most `max`): their count and value.
+fn digits_at(b: &[u8], i: usize, max: usize) -> (usize, u32) {
+    let mut n = 0;
+    let mut v = 0u32;
+    while n < max && at(b, i + n).is_ascii_digit() {
+        v = v * 10 + u32::from(at(b, i + n) - b'0');
+        n += 1;
+    }
+    (n, v)
+}
+
+/// A full calendar date with a 19xx/20xx year: `D/M/YYYY` or `M/D/YYYY` (also with `-` or
+/// `.`), or `YYYY-MM-DD`, standing alone.
+fn has_full_date(b: &[u8]) -> bool {
+    let year = |v: u32| (1900..2100).contains(&v);
+    (0..b.len()).any(|i| {
+        if i > 0
+            && (at(b, i - 1).is_ascii_alphanumeric() || matches!(at(b, i - 1), b'.' | b'/' | b'-'))
+        {
+            return false;
+        }
+        let (n1, v1) = digits_at(b, i, 5);
+        if n1 == 0 {
+            return false;
+        }
+        let s1 = at(b, i + n1);
+        if !matches!(s1, b'/' | b'-' | b'.') {
+            return false;
+        }
+        let j = i + n1 + 1;
+        let (n2, v2) = digits_at(b, j, 3);
+        if !(1..=2).contains(&n2) || at(b, j + n2) != s1 {
+            return false;
+        }
+        let k = j + n2 + 1;
+        let (n3, v3) = digits_at(b, k, 5);
+        let end = k + n3;
+        if at(b, end).is_ascii_alphanumeric()
+            || matches!(at(b, end), b'/' | b'-')
+            || at(b, end) == b'.' && at(b, end + 1).is_ascii_digit()
+        {
+            return false;
+        }
+        let day_month = |a: u32, c: u32| {
+            (1..=31).contains(&a) && (1..=12).contains(&c)
+                || (1..=12).contains(&a) && (1..=31).contains(&c)
+        };
+        if n1 == 4 && s1 == b'-' {
+            year(v1) && n3 == 2 && (1..=12).contains(&v2) && (1..=31).contains(&v3)
+        } else {
+            n1 <= 2 && n3 == 4 && year(v3) && day_month(v1, v2)
+        }
+    })
 }
 
 // ---------------------------------------------------------------- IBAN
@@ -698,6 +779,613 @@ fn class64(x: u8) -> u8 {
 fn hex_at(b: &[u8], i: usize, n: usize) -> bool {
     b.get(i..i + n)
         .is_some_and(|s| s.iter().all(u8::is_ascii_hexdigit))
+}
+
+// ---------------------------------------------------------------- names, addresses, identity
+
+/// Longest word (in folded bytes) the context scanner compares with its cue words.
+const CTX_WORD: usize = 12;
+/// Words of history the context scanner keeps.
+const CTX_WINDOW: usize = 8;
+
+/// One word (letters, digits and apostrophes) seen by the context scanner.
+#[derive(Debug, Clone, Copy, Default)]
+struct Word {
+    /// Lowercase, accent-folded letters and digits (valid up to `len`).
+    w: [u8; CTX_WORD],
+    len: usize,
+    /// Longer than `CTX_WORD`, or holds letters outside the Latin script: matches no cue.
+    odd: bool,
+    /// Starts with an uppercase letter and is not written in capitals (one capital counts).
+    cap: bool,
+    /// Written in capitals (at least two letters).
+    caps: bool,
+    /// Number of ASCII digits.
+    digits: usize,
+    /// Number of letters.
+    letters: usize,
+    /// First word of a sentence, line or quoted run.
+    start: bool,
+    /// Holds an accented Latin letter.
+    accent: bool,
+    /// Directly follows a hyphen ("45-year-old").
+    hyphen: bool,
+    /// First punctuation character after the word, before the next word (0 when none).
+    after: char,
+}
+
+impl Word {
+    fn is(&self, s: &[u8]) -> bool {
+        !self.odd && self.w.get(..self.len) == Some(s)
+    }
+    fn text(&self) -> &[u8] {
+        if self.odd {
+            &[]
+        } else {
+            self.w.get(..self.len).unwrap_or_default()
+        }
+    }
+    /// Only digits, 1 to 6 of them (a house number).
+    fn house_number(&self) -> bool {
+        self.letters == 0 && (1..=6).contains(&self.digits)
+    }
+    /// Holds a digit.
+    fn numeric(&self) -> bool {
+        self.digits > 0
+    }
+}
+
+/// Courtesy titles that precede a name.
+fn honorific(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"mr"
+            | b"mrs"
+            | b"ms"
+            | b"miss"
+            | b"mx"
+            | b"dr"
+            | b"prof"
+            | b"sir"
+            | b"madam"
+            | b"dame"
+            | b"mme"
+            | b"mlle"
+            | b"herr"
+            | b"frau"
+            | b"sr"
+            | b"sra"
+            | b"srta"
+    )
+}
+
+/// Street words matched whole.
+fn street_word(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"street"
+            | b"st"
+            | b"avenue"
+            | b"ave"
+            | b"road"
+            | b"rd"
+            | b"boulevard"
+            | b"blvd"
+            | b"lane"
+            | b"ln"
+            | b"drive"
+            | b"dr"
+            | b"court"
+            | b"ct"
+            | b"way"
+            | b"place"
+            | b"pl"
+            | b"terrace"
+            | b"square"
+            | b"sq"
+            | b"highway"
+            | b"hwy"
+            | b"parkway"
+            | b"pkwy"
+            | b"circle"
+            | b"trail"
+            | b"plaza"
+            | b"rue"
+            | b"via"
+            | b"calle"
+            | b"avenida"
+            | b"rua"
+            | b"str"
+            | b"piazza"
+            | b"viale"
+            | b"corso"
+            | b"carrer"
+            | b"ulica"
+            | b"utca"
+    ) || street_compound(w)
+}
+
+/// Compound street names ("Koskikatu", "Mellemvej", "Hauptstraße").
+fn street_compound(w: &[u8]) -> bool {
+    const SUFFIXES: [&[u8]; 16] = [
+        b"strasse", b"strase", b"gasse", b"weg", b"vej", b"vei", b"veien", b"gata", b"gatan",
+        b"gade", b"katu", b"kuja", b"tie", b"straat", b"laan", b"vegur",
+    ];
+    SUFFIXES
+        .iter()
+        .any(|s| w.len() >= s.len() + 2 && w.ends_with(s))
+}
+
+/// Words that make a nearby run of capitalised words read as a person's name.
+fn personal_context(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"contact"
+            | b"email"
+            | b"phone"
+            | b"born"
+            | b"lives"
+            | b"address"
+            | b"customer"
+            | b"patient"
+            | b"account"
+            | b"card"
+            | b"ssn"
+            | b"beneficiary"
+            | b"client"
+            | b"tenant"
+            | b"applicant"
+            | b"passenger"
+            | b"employee"
+            | b"cardholder"
+            | b"spouse"
+            | b"wife"
+            | b"husband"
+            | b"grandfather"
+            | b"grandmother"
+            | b"nephew"
+            | b"niece"
+            | b"mobile"
+            | b"birthday"
+            | b"username"
+            | b"signed"
+            | b"guardian"
+    )
+}
+
+/// Common first words of a sentence (which can follow "Species B." without being a
+/// surname).
+fn sentence_opener(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"the"
+            | b"these"
+            | b"this"
+            | b"that"
+            | b"those"
+            | b"what"
+            | b"which"
+            | b"who"
+            | b"how"
+            | b"why"
+            | b"when"
+            | b"where"
+            | b"if"
+            | b"it"
+            | b"its"
+            | b"they"
+            | b"he"
+            | b"she"
+            | b"we"
+            | b"you"
+            | b"in"
+            | b"on"
+            | b"at"
+            | b"for"
+            | b"a"
+            | b"an"
+            | b"there"
+            | b"then"
+            | b"find"
+            | b"assume"
+            | b"suppose"
+            | b"let"
+            | b"calculate"
+            | b"determine"
+            | b"is"
+            | b"are"
+            | b"does"
+            | b"do"
+            | b"as"
+            | b"after"
+            | b"both"
+            | b"each"
+            | b"all"
+    )
+}
+
+/// Relatives and close people named after "my" ("my son Lukas").
+fn relative(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"kid"
+            | b"son"
+            | b"daughter"
+            | b"wife"
+            | b"husband"
+            | b"brother"
+            | b"sister"
+            | b"mother"
+            | b"father"
+            | b"mom"
+            | b"dad"
+            | b"friend"
+            | b"boss"
+            | b"partner"
+            | b"grandson"
+            | b"granddaughter"
+            | b"cousin"
+            | b"uncle"
+            | b"aunt"
+    )
+}
+
+/// Document and account words that precede an identifying number.
+fn id_document(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"license"
+            | b"licence"
+            | b"passport"
+            | b"routing"
+            | b"dob"
+            | b"ssn"
+            | b"tin"
+            | b"ein"
+            | b"medicare"
+            | b"medicaid"
+            | b"nino"
+    )
+}
+
+/// Scanner state: the last few words and where context cues were last seen.
+struct ContextScanner {
+    recent: [Word; CTX_WINDOW],
+    n: usize,
+    /// Capitalised words in a row (not starting a sentence) ending at the last word.
+    cap_run: usize,
+    /// Capitalised words in a row (a sentence start included) ending at the last word, and
+    /// whether one of them holds an accented letter.
+    any_run: usize,
+    any_run_accent: bool,
+    /// Word index after the last run of two or more capitalised words.
+    name_run_at: Option<usize>,
+    /// Word index after the last personal-context word.
+    context_at: Option<usize>,
+    /// Word index after the last "name".
+    name_at: Option<usize>,
+    /// Word index after the last identity-document cue.
+    id_at: Option<usize>,
+    flags: RiskFlags,
+}
+
+impl ContextScanner {
+    fn new() -> Self {
+        ContextScanner {
+            recent: [Word::default(); CTX_WINDOW],
+            n: 0,
+            cap_run: 0,
+            any_run: 0,
+            any_run_accent: false,
+            name_run_at: None,
+            context_at: None,
+            id_at: None,
+            name_at: None,
+            flags: RiskFlags::NONE,
+        }
+    }
+
+    /// The word `k` back (0 = the current word); an empty word before the text.
+    fn back(&self, k: usize) -> Word {
+        if k >= self.n || k >= CTX_WINDOW {
+            Word::default()
+        } else {
+            self.recent
+                .get((self.n - 1 - k) % CTX_WINDOW)
+                .copied()
+                .unwrap_or_default()
+        }
+    }
+
+    fn within(at: Option<usize>, n: usize, k: usize) -> bool {
+        at.is_some_and(|a| n - a <= k)
+    }
+
+    fn word(&mut self, cur: Word) {
+        if let Some(x) = self.recent.get_mut(self.n % CTX_WINDOW) {
+            *x = cur;
+        }
+        self.n += 1;
+        let n = self.n;
+        let (p1, p2, p3) = (self.back(1), self.back(2), self.back(3));
+        let c = cur.text();
+        let mut f = RiskFlags::NONE;
+
+        // Names: a courtesy title, an introduction, a greeting or a signature before a
+        // capitalised word.
+        let p1_cue = p1.text();
+        if cur.cap
+            && (p1.cap && honorific(p1_cue)
+                || matches!(p1_cue, b"named" | b"called") && !p1.hyphen
+                || p1.is(b"dear") && p1.cap
+                || p1.after == ',' && matches!(p1_cue, b"regards" | b"sincerely" | b"cheers")
+                || p2.is(b"i") && p1.is(b"am")
+                || p1.is(b"im") && p1.after == '\0'
+                || p3.is(b"this") && p2.is(b"is") && p1.cap && p1.after == '\0'
+                || matches!(p1_cue, b"said" | b"says" | b"shouted" | b"starring")
+                    && p1.after == '\0'
+                    && !cur.start
+                || p1.is(b"at") && p2.is(b"shouted")
+                || p1.is(b"by") && matches!(p2.text(), b"directed" | b"produced")
+                || relative(p1_cue) && matches!(p2.text(), b"my" | b"our"))
+        {
+            f |= RiskFlags::NAME;
+        }
+        if p2.is(b"name")
+            && p1.is(b"is")
+            && (cur.cap || matches!(p3.text(), b"my" | b"his" | b"her"))
+            || p1.is(b"name") && p1.after == ':'
+            || p1.is(b"me") && matches!(p2.text(), b"call" | b"calls" | b"called")
+            || p1.is(b"with") && p2.is(b"up") && p3.is(b"follow")
+            || p1.after == '?' && (1..=4).any(|k| self.back(k).is(b"name"))
+        {
+            f |= RiskFlags::NAME;
+        }
+        // Names with a middle initial: "Hanne I. Kreutzmann", "Kate M Begum".
+        if cur.cap
+            && cur.letters >= 2
+            && p1.cap
+            && p1.letters == 1
+            && p1.digits == 0
+            && (p1.after == '\0' || p1.after == '.' && !sentence_opener(c))
+            && p2.cap
+            && p2.letters >= 2
+            && p2.after == '\0'
+        {
+            f |= RiskFlags::NAME;
+        }
+        // Names: "under my partner's name Ada Li", "the name on the account is wrong, change
+        // it to Ada Li".
+        if cur.cap && (p1.is(b"name") || p1.is(b"to") && Self::within(self.name_at, n, 12)) {
+            f |= RiskFlags::NAME;
+        }
+        if cur.is(b"name") {
+            self.name_at = Some(n);
+        }
+        // Names: two or three capitalised words near a personal-context word.
+        if cur.cap && !cur.start && (self.cap_run == 0 || p1.after == '\0') {
+            self.cap_run += 1;
+        } else {
+            self.cap_run = 0;
+        }
+        if (2..=3).contains(&self.cap_run) && cur.letters >= 2 {
+            self.name_run_at = Some(n);
+            if Self::within(self.context_at, n, 5) {
+                f |= RiskFlags::NAME;
+            }
+        }
+        // Names: two or three capitalised words, one with an accented letter ("Šárka
+        // Ottová"): rare in English text, common in names.
+        if cur.cap && (self.any_run == 0 || p1.after == '\0') {
+            self.any_run += 1;
+            self.any_run_accent |= cur.accent;
+        } else {
+            self.any_run = usize::from(cur.cap);
+            self.any_run_accent = cur.cap && cur.accent;
+        }
+        if ((2..=3).contains(&self.any_run) && self.any_run_accent && cur.letters >= 2)
+            || (cur.cap && cur.accent && !cur.start && cur.letters >= 3)
+        {
+            f |= RiskFlags::NAME;
+        }
+        if personal_context(c) {
+            self.context_at = Some(n);
+            if Self::within(self.name_run_at, n, 4) {
+                f |= RiskFlags::NAME;
+            }
+        }
+
+        // Addresses: a house number before a street word, or a street name before a number.
+        let street_cur = street_word(c) && (cur.cap || matches!(c, b"rue" | b"str" | b"calle"));
+        if street_cur && (1..=4).any(|k| self.back(k).house_number()) {
+            f |= RiskFlags::ADDRESS;
+        }
+        if cur.house_number()
+            && (street_compound(p1_cue) && p1.cap
+                || street_word(p2.text())
+                    && p2.cap
+                    && p1.cap
+                    && !matches!(p2.text(), b"st" | b"dr")
+                || matches!(p2.text(), b"fpo" | b"apo" | b"dpo"))
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        // Apartment, suite, unit and post-office box numbers.
+        if cur.numeric()
+            && p1.cap
+            && matches!(p1.after, '\0' | '.' | '#')
+            && matches!(p1_cue, b"apt" | b"apartment" | b"suite" | b"unit" | b"box")
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        // "lives at ...", "address is ...", "ship to ...", "zip code 12345".
+        let place_next = cur.cap || cur.caps || cur.numeric();
+        let place_cue = match p1_cue {
+            b"at" | b"on" | b"in" => {
+                matches!(
+                    p2.text(),
+                    b"lives" | b"live" | b"living" | b"located" | b"arrived" | b"im"
+                )
+            }
+            b"is" => p2.is(b"address"),
+            b"to" => matches!(
+                p2.text(),
+                b"ship"
+                    | b"deliver"
+                    | b"moved"
+                    | b"flew"
+                    | b"travelling"
+                    | b"traveling"
+                    | b"coming"
+            ),
+            b"from" => matches!(
+                p2.text(),
+                b"moved" | b"here" | b"originally" | b"im" | b"am"
+            ),
+            b"of" => p2.is(b"corner") && !matches!(c, b"the" | b"a" | b"an"),
+            b"address" | b"zip" | b"postcode" => p1.after == ':',
+            _ => false,
+        };
+        if place_next && place_cue
+            || cur.numeric()
+                && (matches!(p1_cue, b"postcode" | b"zip")
+                    || p1.is(b"code") && matches!(p2.text(), b"zip" | b"postal")
+                    || p1.is(b"is") && p2.is(b"code") && matches!(p3.text(), b"zip" | b"postal"))
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+
+        // Ages and dates of birth: "79 years old", "retired at the age of 66", "born on
+        // 9/20/1968", "date of birth".
+        let life_event_age = p1.is(b"of")
+            && p2.is(b"age")
+            && p3.is(b"the")
+            && self.back(4).is(b"at")
+            && matches!(self.back(5).text(), b"retired" | b"died" | b"married");
+        if cur.is(b"old") && matches!(p1.text(), b"year" | b"years") && !p1.hyphen && p2.numeric()
+            || cur.numeric()
+                && (life_event_age
+                    || p1.is(b"turned") && p2.is(b"just")
+                    || p1.is(b"born")
+                    || p2.is(b"born") && matches!(p1_cue, b"on" | b"in"))
+            || cur.is(b"birth") && p1.is(b"of") && p2.is(b"date")
+        {
+            f |= RiskFlags::IDENTITY;
+        }
+        // Document and account numbers: "passport 123456789", "account number: 0012345".
+        // "She'll turn 9", "he just turned 32".
+        if cur.house_number()
+            && cur.digits <= 3
+            && matches!(p1_cue, b"turn" | b"turns" | b"turned")
+            && matches!(
+                p2.text(),
+                b"just" | b"will" | b"shell" | b"hell" | b"ill" | b"youll"
+            )
+        {
+            f |= RiskFlags::IDENTITY;
+        }
+        if id_document(c)
+            || cur.is(b"number") && matches!(p1_cue, b"account" | b"policy" | b"member" | b"id")
+            || cur.is(b"id") && p1.is(b"tax")
+        {
+            self.id_at = Some(n);
+        }
+        if cur.digits >= 4 && Self::within(self.id_at, n, 3) {
+            f |= RiskFlags::IDENTITY;
+        }
+        self.flags |= f;
+    }
+}
+
+/// Personal-data context cues: names after titles, introductions and greetings or near
+/// personal words, street addresses, ages, dates of birth and document numbers.
+fn scan_context(text: &str) -> RiskFlags {
+    let mut s = ContextScanner::new();
+    let mut cur = Word::default();
+    let mut any = false;
+    // Whether the next word starts a sentence, and follows a hyphen.
+    let mut start = true;
+    let mut hyphen = false;
+    let mut first = true;
+    let mut upper = 0usize;
+    for c in text.chars() {
+        let latin = super::text::fold_latin(c);
+        let digit = c.is_ascii_digit();
+        if latin.is_some() || digit || (c.is_alphabetic() && !c.is_ascii()) {
+            if !any {
+                cur = Word {
+                    start,
+                    hyphen,
+                    ..Word::default()
+                };
+                any = true;
+                first = true;
+                upper = 0;
+            }
+            let b = latin.or_else(|| digit.then_some(c as u8));
+            match b {
+                Some(x) => {
+                    if let Some(slot) = cur.w.get_mut(cur.len) {
+                        *slot = x;
+                        cur.len += 1;
+                    } else {
+                        cur.odd = true;
+                    }
+                }
+                None => cur.odd = true,
+            }
+            cur.accent |= latin.is_some() && !c.is_ascii();
+            if digit {
+                cur.digits += 1;
+            } else {
+                cur.letters += 1;
+                if c.is_uppercase() {
+                    upper += 1;
+                    if first {
+                        cur.cap = true;
+                    }
+                }
+            }
+            first = false;
+            continue;
+        }
+        if c == '\'' || c == '\u{2019}' || super::text::classify(c) == super::text::CharClass::Zero
+        {
+            // "I'm" -> "im"; zero-width characters do not split words.
+            continue;
+        }
+        if any {
+            cur.caps = cur.letters >= 2 && upper == cur.letters;
+            cur.cap &= !cur.caps;
+            s.word(cur);
+            any = false;
+            start = false;
+            hyphen = false;
+        }
+        if !c.is_whitespace() {
+            if let Some(last) =
+                s.n.checked_sub(1)
+                    .and_then(|i| s.recent.get_mut(i % CTX_WINDOW))
+            {
+                if last.after == '\0' {
+                    last.after = c;
+                }
+            }
+            hyphen = c == '-';
+        }
+        if matches!(
+            c,
+            '.' | '!' | '?' | '\n' | '"' | '>' | ':' | '(' | '\u{201C}'
+        ) {
+            start = true;
+        }
+    }
+    if any {
+        cur.caps = cur.letters >= 2 && upper == cur.letters;
+        cur.cap &= !cur.caps;
+        s.word(cur);
+    }
+    s.flags
 }
 
 // ---------------------------------------------------------------- injection cues
@@ -1098,6 +1786,179 @@ mod tests {
             "antidisestablishmentarianism is a long word indeed",
             RiskFlags::ENCODED
         ));
+    }
+
+    #[test]
+    fn names_in_context() {
+        for t in [
+            "Please forward the invoice to Mrs. Olga Brandt tomorrow.",
+            "Hello, this is Dr. Kai Lindqvist speaking.",
+            "My name is Tomasz and I need help.",
+            "Hi, I'm Anneke from the billing team.",
+            "Dear Rosalind, thank you for the update.",
+            "Thanks for your patience. Kind regards, Evander",
+            "Name: Priscilla Oduya",
+            "Everyone calls me jojo at work.",
+            "The new patient Harriet Quill missed the appointment.",
+            "I want to add Marguerite Vos as a beneficiary to my account.",
+            "I would like to remove my son Ludovic from the will.",
+            "What's your name? Sigrún",
+            "We met Zoë Kastanakis at the conference.",
+            "follow up with eberhard klinsky next week.",
+            "The name on the card is wrong, please change it to Ilse Brandvold.",
+            "The keynote is by Hanne I. Kreutzmann this year.",
+            "\"I'm glad,\" says Orvar, the manager.",
+        ] {
+            assert!(has(t, RiskFlags::NAME), "{t}");
+        }
+    }
+
+    #[test]
+    fn addresses_in_context() {
+        for t in [
+            "Send it to 742 Evergreen Terrace, Springfield.",
+            "The office is at 1600 Pennsylvania Ave in the capital.",
+            "Mein Büro ist in der Lindenstraße 12.",
+            "She lives in Bergen now.",
+            "The shop moved to Koskikatu 25 last year.",
+            "Deliver to Via Garibaldi 18, Torino.",
+            "Apt. 4 is on the second floor.",
+            "Write to P.O. Box 5521 for the forms.",
+            "My zip code is 90210.",
+            "Billing address: Calle Mayor",
+            "Ship to Lyon by Friday.",
+            "I'm in ΠΑΦΟΣ, at the conference",
+            "I'm originally from Quito",
+        ] {
+            assert!(has(t, RiskFlags::ADDRESS), "{t}");
+        }
+    }
+
+    #[test]
+    fn identity_in_context() {
+        for t in [
+            "The client is 58 years old and lives alone.",
+            "He was born on 3/14/1979 in a small town.",
+            "Please confirm your date of birth.",
+            "My passport number is X4455218.",
+            "Driver's license 5512 8830 expires soon.",
+            "Account number: 00417729",
+            "She retired at the age of 61.",
+            "It has been like that since 12/1/1981.",
+            "On 2018-01-14 03:07:43 the service restarted.",
+            "Her birthday is Sunday. She'll turn 9.",
+        ] {
+            assert!(has(t, RiskFlags::IDENTITY), "{t}");
+        }
+    }
+
+    #[test]
+    fn exam_style_text_is_not_flagged_as_personal() {
+        for t in [
+            "The United States entered World War II in 1941.",
+            "Which of the following best describes the role of the Federal Reserve?",
+            "In 1929 the New York Stock Exchange crashed.",
+            "A 45-year-old man presents with chest pain.",
+            "The Treaty of Versailles was signed in 1919.",
+            "A process called osmosis moves water across membranes.",
+            "Calculate the energy of a photon with a wavelength of 500 nm.",
+            "The French Revolution began in 1789 and ended in 1799.",
+            "Water boils at 100 degrees at sea level; see Unit: 10^5 Pa.",
+            "Sir, what is the answer?",
+            "The self-named Bake-Off is an annual contest.",
+            "The ratio 3/4/20000 and version 10.2.3 are not dates.",
+            "On 2020-13-45 nothing happened; 12/40/1999 is not a date either.",
+            "The wheel turns 3 times per second.",
+            "Host A sends a file to Host B. The path has three links.",
+        ] {
+            assert!(
+                !scan_pii(t).intersects(RiskFlags::PII),
+                "{t}: {}",
+                scan_pii(t)
+            );
+        }
+    }
+
+    #[test]
+    fn context_scanner_handles_odd_input() {
+        for t in [
+            "",
+            "Mr.",
+            "Dr",
+            "12",
+            "My name is",
+            "Straße Straße 12 Straße",
+            "\u{200B}Mr\u{200B}. X",
+            "АННА Каренина живёт на улице 5",
+            "Xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx 12 Street",
+        ] {
+            let _ = scan(t);
+        }
+        let long = "Mr Ab ".repeat(10_000);
+        assert!(scan_pii(&long).contains(RiskFlags::NAME));
+    }
+
+    /// Reads the `text` field of every JSON line in the file named by environment variable
+    /// `var`, keeping lines that `keep` accepts; empty when the variable is unset.
+    fn eval_texts(var: &str, keep: impl Fn(&serde_json::Value) -> bool) -> Vec<String> {
+        let Ok(path) = std::env::var(var) else {
+            return Vec::new();
+        };
+        let data = std::fs::read_to_string(&path).unwrap_or_default();
+        data.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| keep(v))
+            .filter_map(|v| v.get("text").and_then(|t| t.as_str()).map(str::to_owned))
+            .collect()
+    }
+
+    /// Flag rates of `scan_pii` on external evaluation sets named by environment variables:
+    /// `RISK_EVAL_PII` (JSON lines with `text` and `entities`; share of texts with an entity
+    /// that are flagged), `RISK_EVAL_MMLU` and `RISK_EVAL_BENIGN` (JSON lines with `text`,
+    /// and `label` = `benign` for the latter; share flagged). Run with
+    /// `cargo test -p semroute-filter --lib pii_eval -- --ignored --nocapture`.
+    /// `RISK_EVAL_MISSES` names a file to write missed and falsely flagged texts to.
+    #[test]
+    #[ignore = "reads evaluation files named by environment variables"]
+    fn pii_eval() {
+        use std::fmt::Write as _;
+        let mut log = String::new();
+        let pii = eval_texts("RISK_EVAL_PII", |v| {
+            v.get("entities")
+                .and_then(|e| e.as_array())
+                .is_some_and(|a| !a.is_empty())
+        });
+        let mmlu = eval_texts("RISK_EVAL_MMLU", |_| true);
+        let benign = eval_texts("RISK_EVAL_BENIGN", |v| {
+            v.get("label").and_then(|l| l.as_str()) == Some("benign")
+        });
+        let rate = |name: &str, texts: &[String], want: bool, log: &mut String| {
+            let mut hit = 0usize;
+            let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
+            for t in texts {
+                let f = scan_pii(t);
+                if !f.is_empty() {
+                    hit += 1;
+                    for n in f.names() {
+                        *kinds.entry(n).or_default() += 1;
+                    }
+                }
+                if f.is_empty() == want {
+                    let _ = writeln!(log, "{name}\t{f}\t{}", t.replace('\n', " "));
+                }
+            }
+            let share = hit as f64 / texts.len().max(1) as f64;
+            println!(
+                "{name}: {hit}/{} flagged ({share:.4}) {kinds:?}",
+                texts.len()
+            );
+        };
+        rate("pii", &pii, true, &mut log);
+        rate("mmlu", &mmlu, false, &mut log);
+        rate("benign", &benign, false, &mut log);
+        if let Ok(path) = std::env::var("RISK_EVAL_MISSES") {
+            let _ = std::fs::write(path, log);
+        }
     }
 
     #[test]

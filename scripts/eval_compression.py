@@ -81,7 +81,7 @@ def build_prompt(target, filler_pool, rng, length, depth):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "../shared/eval"))
-    ap.add_argument("--per-cell", type=int, default=4, help="prompts per (length, depth) and signal")
+    ap.add_argument("--per-cell", type=int, default=3, help="prompts per (length, depth) and signal")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--compressor", default=os.path.join(ROOT, "target/release/examples/compress_jsonl"),
                     help="the compress_jsonl binary (to compare builds)")

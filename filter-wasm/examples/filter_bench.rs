@@ -30,8 +30,11 @@
 //! Body shapes, both `{"model":"auto","messages":[...],"temperature":0.2}`
 //! with generated prose, sized to the requested length: **long last turn**
 //! (system + one user turn holding a long pasted document and a final
-//! question: all of it must be compressed once complete) and **long history**
-//! (user / assistant turns of about 2 KB, then a short question). The filter
+//! question: its sentences are analysed per chunk, and the final selection
+//! ranks a bounded number of candidates) and **long history** (user /
+//! assistant turns of about 2 KB, then a short question). Keys come in
+//! `serde_json`'s sorted order, so `content` precedes `role`: the filter cannot
+//! know a message is the user's until it has read it. The filter
 //! configuration is the one embedded in the repository's `envoy.yaml`.
 
 use std::cell::Cell;

@@ -9,8 +9,9 @@
 //! - `stream`;
 //! - the **prompt**: the text of the last user turn (string content, or the
 //!   `text` of each content part; each string is one segment), fed to the
-//!   compression [`PromptBuilder`] as it arrives when the role is already
-//!   known;
+//!   compression [`PromptBuilder`] as it arrives once a message that may be the
+//!   user's is long enough to matter ([`STREAM_PROMPT_BYTES`]), whatever the
+//!   order of `role` and `content`;
 //! - the **scan text**: earlier user turns and tool output (`tool` /
 //!   `function` messages, Responses `function_call_output` items), scanned by
 //!   the daemon for jailbreaks and PII only.
@@ -149,9 +150,22 @@ struct MessageAcc {
     type_text: String,
     segments: Vec<String>,
     current: String,
-    /// Text goes into the prompt builder as it arrives.
-    live: bool,
+    /// Bytes of text in `segments` and `current`.
+    text_bytes: usize,
+    /// Once the message's text reaches [`STREAM_PROMPT_BYTES`] while it is, or may still
+    /// turn out to be, the user's (`role` can come after `content`): a prompt builder fed
+    /// all of its text, then each fragment as it arrives. It becomes the prompt builder if
+    /// this is the last user turn, so a long turn's sentences are analysed per body chunk
+    /// whatever the key order.
+    builder: Option<PromptBuilder>,
 }
+
+/// Message text (bytes) from which a message that may be the user's is analysed for
+/// compression as it arrives. Shorter messages are analysed only if they turn out to be the
+/// last user turn, once it is known (at most this much text, well under a millisecond), so
+/// conversation history costs no analysis; longer ones are analysed per body chunk, so
+/// that when the body's last byte arrives little is left to do (issue: near-streaming).
+pub const STREAM_PROMPT_BYTES: usize = 8 * 1024;
 
 /// Scanner sink that extracts an OpenAI request. See the module docs.
 #[derive(Debug)]
@@ -249,6 +263,15 @@ impl Extractor {
         }
     }
 
+    /// True when the last user turn read so far was analysed by its prompt builder as it
+    /// arrived (whatever the order of `role` and `content`), so
+    /// [`Extractor::take_prompt_builder`] will not re-read its text.
+    pub fn prompt_streamed(&self) -> bool {
+        self.builder
+            .as_ref()
+            .is_some_and(|b| b.segment_count() == self.out.prompt_segments.len())
+    }
+
     /// Consumes the extractor, returning the result.
     pub fn into_extracted(self) -> Extracted {
         self.out
@@ -282,16 +305,29 @@ impl Extractor {
         self.msg = MessageAcc::default();
     }
 
-    /// Starts feeding the builder live when a user message's role arrives
-    /// before any of its text.
-    fn maybe_go_live(&mut self) {
-        if self.msg.role == Some(Role::User)
-            && self.msg.segments.is_empty()
-            && self.msg.current.is_empty()
-        {
-            self.builder = Some(self.new_builder());
-            self.msg.live = true;
+    /// The role is known: a message that is not the user's stops feeding a builder.
+    fn role_known(&mut self) {
+        if self.msg.role != Some(Role::User) {
+            self.msg.builder = None;
         }
+    }
+
+    /// Starts feeding a builder once a message that may be the user's has
+    /// [`STREAM_PROMPT_BYTES`] of text: it first gets the text read so far.
+    fn maybe_start_builder(&mut self) {
+        let msg = &self.msg;
+        let maybe_user =
+            matches!(msg.role, None | Some(Role::User)) && msg.type_text != "function_call_output";
+        if !maybe_user || msg.builder.is_some() || msg.text_bytes < STREAM_PROMPT_BYTES {
+            return;
+        }
+        let mut b = self.new_builder();
+        for seg in &self.msg.segments {
+            b.push_str(seg);
+            b.end_segment();
+        }
+        b.push_str(&self.msg.current);
+        self.msg.builder = Some(b);
     }
 
     fn end_message(&mut self) {
@@ -306,22 +342,15 @@ impl Extractor {
                 let previous = std::mem::replace(&mut self.out.prompt_segments, msg.segments);
                 let joined = previous.join("\n");
                 self.append_scan_text(&joined);
-                if !msg.live {
-                    self.builder = None;
-                }
+                // A builder that saw every segment; otherwise one is rebuilt from the
+                // segments when needed.
+                self.builder = msg.builder;
             }
             Role::Tool => {
                 let joined = msg.segments.join("\n");
                 self.append_scan_text(&joined);
-                if msg.live {
-                    self.builder = None;
-                }
             }
-            Role::Unknown | Role::Other => {
-                if msg.live {
-                    self.builder = None;
-                }
-            }
+            Role::Unknown | Role::Other => {}
         }
     }
 
@@ -334,10 +363,10 @@ impl Extractor {
             return;
         }
         self.msg.current.push_str(s);
-        if self.msg.live {
-            if let Some(b) = self.builder.as_mut() {
-                b.push_str(s);
-            }
+        self.msg.text_bytes = self.msg.text_bytes.saturating_add(s.len());
+        match self.msg.builder.as_mut() {
+            Some(b) => b.push_str(s),
+            None => self.maybe_start_builder(),
         }
     }
 
@@ -353,10 +382,8 @@ impl Extractor {
             return;
         }
         self.msg.segments.push(seg);
-        if self.msg.live {
-            if let Some(b) = self.builder.as_mut() {
-                b.end_segment();
-            }
+        if let Some(b) = self.msg.builder.as_mut() {
+            b.end_segment();
         }
     }
 
@@ -510,7 +537,7 @@ impl Extractor {
             }
             StrTarget::Role => {
                 self.msg.role = Some(role_of(&self.msg.role_text));
-                self.maybe_go_live();
+                self.role_known();
             }
             StrTarget::ItemType => {}
             StrTarget::Text => self.text_end(),

@@ -184,6 +184,44 @@ fn model_after_messages_and_role_after_content() {
 }
 
 #[test]
+fn user_text_is_analysed_as_it_arrives_whatever_the_key_order() {
+    let doc = "A long pasted sentence about routing. ".repeat(400);
+    for body in [
+        json!({"model": "auto", "messages": [{"role": "user", "content": doc}]}).to_string(),
+        // serde_json's default map sorts keys: content before role.
+        json!({"messages": [{"content": doc, "role": "user"},
+            {"content": "an answer", "role": "assistant"},
+            {"content": "tool output", "role": "tool"}], "model": "auto"})
+        .to_string(),
+        json!({"messages": [{"content": [{"text": doc, "type": "text"}], "role": "user"}]})
+            .to_string(),
+    ] {
+        let mut scanner = Scanner::new(64);
+        let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 1024);
+        scanner.feed(body.as_bytes(), &mut ex).unwrap();
+        scanner.finish(&mut ex).unwrap();
+        assert!(ex.prompt_streamed(), "{}", &body[..80]);
+        let b = ex.take_prompt_builder();
+        assert_eq!(b.segment_count(), 1);
+        assert_eq!(b.sentence_count(), 400);
+    }
+    // Short turns are analysed only once known to be the last user turn.
+    let body = json!({"messages": [{"content": "short", "role": "user"}]}).to_string();
+    let mut scanner = Scanner::new(64);
+    let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 1024);
+    scanner.feed(body.as_bytes(), &mut ex).unwrap();
+    assert!(!ex.prompt_streamed());
+    assert_eq!(ex.take_prompt_builder().sentence_count(), 1);
+    // An assistant turn whose role comes last is not taken for the prompt.
+    let body = json!({"messages": [{"content": "question one", "role": "user"},
+        {"content": "an answer", "role": "assistant"}]})
+    .to_string();
+    let (ex, prompt) = extract(Api::ChatCompletions, body.as_bytes(), &[]).unwrap();
+    assert_eq!(prompt, "question one");
+    assert_eq!(ex.prompt_segments, vec!["question one"]);
+}
+
+#[test]
 fn responses_input_shapes() {
     let (ex, _) = extract(
         Api::Responses,

@@ -170,6 +170,15 @@ pub struct CompressionConfig {
     /// Soft cap on sentence length in bytes, 64..=65536 (default 480): longer sentences are
     /// cut at the next whitespace, whitespace-free runs after a third of it.
     pub max_sentence_bytes: u32,
+    /// Candidate sentences ranked when the prompt is complete, at most; 64..=65536 (default
+    /// 2048, about 45K tokens of prose). A longer prompt is pruned while it streams in:
+    /// whenever more candidates than this have arrived, the first eighth of the prompt and
+    /// the newest quarter stay, and of the candidates in between only an eighth of the cap
+    /// is kept, the best by TextRank and TF-IDF among what has arrived. Each prune costs one
+    /// ranking of this many sentences, so the work left after the last body byte stays
+    /// bounded whatever the prompt's length. Risk-flagged and pinned sentences are never
+    /// pruned; prompts with fewer sentences are ranked exactly as without the cap.
+    pub max_ranked_sentences: u32,
 }
 
 impl Default for CompressionConfig {
@@ -191,6 +200,7 @@ impl Default for CompressionConfig {
             keep_risk_flagged: true,
             risk_overflow_tokens: 0,
             max_sentence_bytes: 480,
+            max_ranked_sentences: 2048,
         }
     }
 }
@@ -297,6 +307,9 @@ impl CompressionConfig {
         }
         if !(64..=65536).contains(&self.max_sentence_bytes) {
             return Err(err("max_sentence_bytes", "must be between 64 and 65536"));
+        }
+        if !(64..=65536).contains(&self.max_ranked_sentences) {
+            return Err(err("max_ranked_sentences", "must be between 64 and 65536"));
         }
         Ok(())
     }
@@ -494,6 +507,18 @@ pub struct Compressed {
     pub token_ratio: f32,
     /// `kept_tokens` before the calibration ratio, for [`TokenCalibration::observe`].
     pub kept_tokens_raw: u32,
+    /// Sentences pruned while the prompt streamed in (never ranked); see
+    /// [`CompressionConfig::max_ranked_sentences`].
+    pub pruned_sentences: u32,
+}
+
+/// Per-sentence columns of a ranking input (reused buffers).
+#[derive(Debug, Default)]
+struct RankColumns {
+    ranges: Vec<Range<usize>>,
+    centi: Vec<u32>,
+    fingerprints: Vec<u64>,
+    positions: Vec<u32>,
 }
 
 /// One sentence of the pushed text.
@@ -521,8 +546,11 @@ struct SegmentRec {
 /// Accumulates a prompt as it streams in and compresses it to a token budget.
 ///
 /// Memory: the pushed text plus about 60 bytes per sentence and 8 bytes per distinct term
-/// occurrence. Time: linear in the pushed text for `push_str`; `finish` is near-linear in
-/// the number of sentences (sparse similarity graph, bounded neighbours and iterations).
+/// occurrence. Time: linear in the pushed text for `push_str` (plus, for prompts of more
+/// than [`CompressionConfig::max_ranked_sentences`] sentences, one bounded pruning step per
+/// half of that many sentences); `finish` ranks at most that many candidates (sparse
+/// similarity graph, bounded neighbours and iterations), so its cost does not grow with the
+/// prompt beyond that point, apart from linear bookkeeping over the sentences.
 #[derive(Debug)]
 pub struct PromptBuilder {
     cfg: CompressionConfig,
@@ -542,6 +570,11 @@ pub struct PromptBuilder {
     scratch: Vec<u64>,
     risk: RiskFlags,
     total_centi: u64,
+    /// Candidates for ranking: indices of the sentences that are neither risk-flagged nor
+    /// pruned, ascending.
+    pool: Vec<u32>,
+    /// Sentences pruned so far.
+    pruned: u32,
     clock: Clock,
     busy_us: u64,
 }
@@ -568,6 +601,8 @@ impl PromptBuilder {
             scratch: Vec::new(),
             risk: RiskFlags::NONE,
             total_centi: 0,
+            pool: Vec::new(),
+            pruned: 0,
             clock: default_clock,
             busy_us: 0,
         }
@@ -723,6 +758,9 @@ impl PromptBuilder {
             .is_some_and(|w| w.contains('\n'));
         self.risk |= risk;
         self.total_centi += u64::from(a.centi);
+        if risk.is_empty() {
+            self.pool.push(self.sentences.len() as u32);
+        }
         self.sentences.push(Sentence {
             start: sp.start,
             end: sp.end,
@@ -734,6 +772,74 @@ impl PromptBuilder {
             fingerprint: a.fingerprint,
             ws_newline,
         });
+        if self.pool.len() > self.max_ranked() {
+            self.prune();
+        }
+    }
+
+    fn max_ranked(&self) -> usize {
+        self.cfg.max_ranked_sentences.clamp(64, 65536) as usize
+    }
+
+    /// The ranking input over the sentences `idx` (ascending indices); `ranges`,
+    /// `centi`, `fingerprints` and `positions` are filled for it.
+    fn rank_input<'a>(&'a self, idx: &[usize], cols: &'a mut RankColumns) -> rank::Input<'a> {
+        cols.ranges.clear();
+        cols.centi.clear();
+        cols.fingerprints.clear();
+        cols.positions.clear();
+        for s in idx.iter().filter_map(|&i| self.sentences.get(i)) {
+            cols.ranges.push(s.terms.clone());
+            cols.centi.push(s.centi);
+            cols.fingerprints.push(s.fingerprint);
+        }
+        cols.positions.extend(idx.iter().map(|&i| i as u32));
+        rank::Input {
+            arena: &self.arena,
+            ranges: &cols.ranges,
+            df: &self.df,
+            centi: &cols.centi,
+            fingerprints: &cols.fingerprints,
+            positions: &cols.positions,
+            total: self.sentences.len(),
+        }
+    }
+
+    /// Cuts the candidate pool to half of `max_ranked_sentences`. The oldest eighth (the
+    /// start of the prompt, which the position curve favours) and the newest quarter (which
+    /// may turn out to be its end) stay; of the candidates in between, an eighth is kept,
+    /// best first by TextRank and TF-IDF among what has arrived so far (position is left
+    /// out: where they will sit in the final prompt is not known yet).
+    fn prune(&mut self) {
+        let cap = self.max_ranked();
+        let head = cap / 8;
+        let recent = cap / 4;
+        let keep_mid = (cap / 2).saturating_sub(head + recent);
+        let pool = std::mem::take(&mut self.pool);
+        let mid_end = pool.len().saturating_sub(recent).max(head);
+        let idx: Vec<usize> = pool.iter().map(|&i| i as usize).collect();
+        let mut cols = RankColumns::default();
+        let params = rank::Params {
+            position: 0.0,
+            ..self.params
+        };
+        let scores = rank::scores(&self.rank_input(&idx, &mut cols), &params);
+        let mut mid: Vec<usize> = (head..mid_end).collect();
+        let by_score = |a: &usize, b: &usize| {
+            let sa = scores.get(*a).copied().unwrap_or(0.0);
+            let sb = scores.get(*b).copied().unwrap_or(0.0);
+            sb.total_cmp(&sa).then(a.cmp(b))
+        };
+        if mid.len() > keep_mid && keep_mid > 0 {
+            mid.select_nth_unstable_by(keep_mid - 1, by_score);
+        }
+        mid.truncate(keep_mid);
+        mid.sort_unstable();
+        let mut next: Vec<u32> = pool.get(..head).unwrap_or_default().to_vec();
+        next.extend(mid.iter().filter_map(|&k| pool.get(k).copied()));
+        next.extend_from_slice(pool.get(mid_end..).unwrap_or_default());
+        self.pruned = self.pruned.saturating_add((pool.len() - next.len()) as u32);
+        self.pool = next;
     }
 
     /// The selection; also returns the kept sentence indices (for tests).
@@ -764,6 +870,7 @@ impl PromptBuilder {
             risk: self.risk,
             token_ratio: ratio,
             kept_tokens_raw: 0,
+            pruned_sentences: self.pruned,
         };
 
         if self.total_centi <= budget_centi {
@@ -810,18 +917,29 @@ impl PromptBuilder {
         }
 
         if used < budget_centi {
-            let ranges: Vec<Range<usize>> =
-                self.sentences.iter().map(|s| s.terms.clone()).collect();
-            let centi: Vec<u32> = self.sentences.iter().map(|s| s.centi).collect();
-            let fingerprints: Vec<u64> = self.sentences.iter().map(|s| s.fingerprint).collect();
-            let inp = rank::Input {
-                arena: &self.arena,
-                ranges: &ranges,
-                df: &self.df,
-                centi: &centi,
-                fingerprints: &fingerprints,
+            // Rank every sentence, or for a prompt longer than the cap the candidates left
+            // after pruning plus what is already kept (for novelty).
+            let idx: Vec<usize> = if n > self.max_ranked() {
+                let mut v: Vec<usize> = self.pool.iter().map(|&i| i as usize).collect();
+                v.extend(sel.iter().enumerate().filter_map(|(i, &k)| k.then_some(i)));
+                v.sort_unstable();
+                v.dedup();
+                v
+            } else {
+                (0..n).collect()
             };
-            used += rank::select(&inp, &mut sel, budget_centi - used, &self.params);
+            let mut cols = RankColumns::default();
+            let inp = self.rank_input(&idx, &mut cols);
+            let mut sub: Vec<bool> = idx
+                .iter()
+                .map(|&i| sel.get(i).copied().unwrap_or(false))
+                .collect();
+            used += rank::select(&inp, &mut sub, budget_centi - used, &self.params);
+            for (&i, &k) in idx.iter().zip(&sub) {
+                if let Some(f) = sel.get_mut(i) {
+                    *f |= k;
+                }
+            }
         }
 
         let kept: Vec<usize> = sel

@@ -46,11 +46,19 @@ pub(crate) struct Params {
 
 /// The sentences to rank: per-sentence term ranges into `arena` (`(term id, tf)` pairs,
 /// sorted by term id, distinct), document frequencies by term id and costs.
+///
+/// The sentences may be a subset of the prompt (the candidates left after pruning, see
+/// `PromptBuilder`): `positions` gives each one's index in the prompt and `total` the
+/// prompt's sentence count, which is also the document count behind `df`.
 pub(crate) struct Input<'a> {
     pub arena: &'a [(u32, u16)],
     pub ranges: &'a [Range<usize>],
     pub df: &'a [u32],
     pub centi: &'a [u32],
+    /// Index of each sentence in the prompt, ascending.
+    pub positions: &'a [u32],
+    /// Sentences in the prompt (at least `ranges.len()`).
+    pub total: usize,
     /// Content fingerprints: a sentence whose fingerprint is already kept is not selected
     /// again (exact repeats add nothing).
     pub fingerprints: &'a [u64],
@@ -63,8 +71,10 @@ fn slice<T>(v: &[T], r: Range<usize>) -> &[T] {
 
 /// Sparse TF-IDF model with an inverted index over the graph terms.
 struct Model {
-    /// Weight of each arena entry, parallel to `Input::arena`.
+    /// Term weights of the ranked sentences, concatenated; sentence `i`'s are `w[wr[i]]`,
+    /// parallel to its arena entries.
     w: Vec<f32>,
+    wr: Vec<Range<usize>>,
     norm: Vec<f32>,
     /// CSR postings for graph terms: `post_off[t]..post_off[t + 1]` in `post`.
     post_off: Vec<u32>,
@@ -78,21 +88,21 @@ impl Model {
     fn build(inp: &Input<'_>) -> Model {
         let n = inp.ranges.len();
         let nf = n as f32;
-        let idf: Vec<f32> = inp
-            .df
-            .iter()
-            .map(|&d| 1.0 + ((nf + 1.0) / (d as f32 + 1.0)).ln())
-            .collect();
-        let w: Vec<f32> = inp
-            .arena
-            .iter()
-            .map(|&(t, tf)| {
-                let i = idf.get(t as usize).copied().unwrap_or(1.0);
-                (1.0 + f32::from(tf.max(1)).ln()) * i
-            })
-            .collect();
-        let norm: Vec<f32> = inp
-            .ranges
+        let docs = inp.total.max(n) as f32;
+        // Only the ranked sentences' entries are weighted: after pruning they are a bounded
+        // part of the arena.
+        let mut w: Vec<f32> = Vec::new();
+        let mut wr: Vec<Range<usize>> = Vec::with_capacity(n);
+        for r in inp.ranges {
+            let a = w.len();
+            w.extend(slice(inp.arena, r.clone()).iter().map(|&(t, tf)| {
+                let d = inp.df.get(t as usize).copied().unwrap_or(0);
+                let idf = 1.0 + ((docs + 1.0) / (d as f32 + 1.0)).ln();
+                (1.0 + f32::from(tf.max(1)).ln()) * idf
+            }));
+            wr.push(a..w.len());
+        }
+        let norm: Vec<f32> = wr
             .iter()
             .map(|r| {
                 slice(&w, r.clone())
@@ -103,9 +113,18 @@ impl Model {
             })
             .collect();
 
+        // Document frequencies within these sentences (the whole prompt's unless pruned).
+        let mut local_df = vec![0u32; inp.df.len()];
+        for r in inp.ranges {
+            for &(t, _) in slice(inp.arena, r.clone()) {
+                if let Some(d) = local_df.get_mut(t as usize) {
+                    *d += 1;
+                }
+            }
+        }
         let cap = 16u32.max((2.0 * nf.sqrt()) as u32);
         let graph_df = |t: u32| {
-            let d = inp.df.get(t as usize).copied().unwrap_or(0);
+            let d = local_df.get(t as usize).copied().unwrap_or(0);
             if (2..=cap).contains(&d) {
                 d
             } else {
@@ -121,9 +140,9 @@ impl Model {
         }
         let mut post = vec![(0u32, 0f32); total as usize];
         let mut fill = post_off.clone();
-        for (s, r) in inp.ranges.iter().enumerate() {
+        for (s, (r, rw)) in inp.ranges.iter().zip(&wr).enumerate() {
             let terms = slice(inp.arena, r.clone());
-            for (&(t, _), &wk) in terms.iter().zip(slice(&w, r.clone())) {
+            for (&(t, _), &wk) in terms.iter().zip(slice(&w, rw.clone())) {
                 if graph_df(t) == 0 {
                     continue;
                 }
@@ -140,6 +159,7 @@ impl Model {
         }
         Model {
             w,
+            wr,
             norm,
             post_off,
             post,
@@ -153,7 +173,8 @@ impl Model {
     fn similar(&mut self, inp: &Input<'_>, i: usize, mut f: impl FnMut(usize, f32)) {
         self.touched.clear();
         let r = inp.ranges.get(i).cloned().unwrap_or(0..0);
-        for (&(t, _), &wi) in slice(inp.arena, r.clone()).iter().zip(slice(&self.w, r)) {
+        let rw = self.wr.get(i).cloned().unwrap_or(0..0);
+        for (&(t, _), &wi) in slice(inp.arena, r).iter().zip(slice(&self.w, rw)) {
             let t = t as usize;
             let (Some(&a), Some(&b)) = (self.post_off.get(t), self.post_off.get(t + 1)) else {
                 continue;
@@ -282,12 +303,59 @@ fn textrank(inp: &Input<'_>, m: &mut Model, p: &Params) -> Vec<f32> {
     score
 }
 
+/// Combined TextRank, position and TF-IDF score of each sentence (novelty left out: it
+/// depends on what is selected).
+fn base_scores(inp: &Input<'_>, m: &mut Model, p: &Params) -> Vec<f32> {
+    let n = inp.ranges.len();
+    let tr = if p.textrank > 0.0 {
+        textrank(inp, m, p)
+    } else {
+        vec![0.0; n]
+    };
+    let tfidf: Vec<f32> =
+        m.wr.iter()
+            .map(|r| {
+                let len = r.len().max(1) as f32;
+                slice(&m.w, r.clone()).iter().sum::<f32>() / len.sqrt()
+            })
+            .collect();
+    let max_of = |v: &[f32]| v.iter().copied().fold(0.0f32, f32::max);
+    let (tr_max, tf_max) = (max_of(&tr), max_of(&tfidf));
+    let norm = |x: f32, mx: f32| if mx > 0.0 { x / mx } else { 0.0 };
+    let total = inp.total.max(n);
+    tr.iter()
+        .zip(&tfidf)
+        .enumerate()
+        .map(|(i, (&t, &f))| {
+            let pos = inp.positions.get(i).map_or(i, |&x| x as usize);
+            p.textrank * norm(t, tr_max)
+                + p.position * position_weight(pos, total, p.depth, p.tilt)
+                + p.tfidf * norm(f, tf_max)
+        })
+        .collect()
+}
+
+/// [`base_scores`] of every sentence of `inp`: what pruning ranks candidates by while the
+/// prompt still streams in.
+pub(crate) fn scores(inp: &Input<'_>, p: &Params) -> Vec<f32> {
+    if inp.ranges.is_empty() {
+        return Vec::new();
+    }
+    let mut m = Model::build(inp);
+    base_scores(inp, &mut m, p)
+}
+
 /// Selects sentences for the remaining budget `budget` (centi-tokens): `selected` holds the
 /// sentences already kept (pinned and risk-flagged) and receives the new picks. Returns the
 /// centi-tokens added.
 pub(crate) fn select(inp: &Input<'_>, selected: &mut [bool], budget: u64, p: &Params) -> u64 {
     let n = inp.ranges.len();
-    if n == 0 || selected.len() != n || inp.centi.len() != n || inp.fingerprints.len() != n {
+    if n == 0
+        || selected.len() != n
+        || inp.centi.len() != n
+        || inp.fingerprints.len() != n
+        || inp.positions.len() != n
+    {
         return 0;
     }
     let fits_any = selected
@@ -298,33 +366,7 @@ pub(crate) fn select(inp: &Input<'_>, selected: &mut [bool], budget: u64, p: &Pa
         return 0;
     }
     let mut m = Model::build(inp);
-
-    let tr = if p.textrank > 0.0 {
-        textrank(inp, &mut m, p)
-    } else {
-        vec![0.0; n]
-    };
-    let tfidf: Vec<f32> = inp
-        .ranges
-        .iter()
-        .map(|r| {
-            let len = r.len().max(1) as f32;
-            slice(&m.w, r.clone()).iter().sum::<f32>() / len.sqrt()
-        })
-        .collect();
-    let max_of = |v: &[f32]| v.iter().copied().fold(0.0f32, f32::max);
-    let (tr_max, tf_max) = (max_of(&tr), max_of(&tfidf));
-    let norm = |x: f32, mx: f32| if mx > 0.0 { x / mx } else { 0.0 };
-    let base: Vec<f32> = tr
-        .iter()
-        .zip(&tfidf)
-        .enumerate()
-        .map(|(i, (&t, &f))| {
-            p.textrank * norm(t, tr_max)
-                + p.position * position_weight(i, n, p.depth, p.tilt)
-                + p.tfidf * norm(f, tf_max)
-        })
-        .collect();
+    let base = base_scores(inp, &mut m, p);
 
     // Novelty against what is already kept.
     let mut max_sim = vec![0.0f32; n];
@@ -445,12 +487,15 @@ mod tests {
         let df = vec![2, 2, 2, 2, 1];
         let centi = vec![100; 4];
         let fps = vec![1, 2, 3, 4];
+        let positions = vec![0, 1, 2, 3];
         let inp = Input {
             arena: &arena,
             ranges: &ranges,
             df: &df,
             centi: &centi,
             fingerprints: &fps,
+            positions: &positions,
+            total: 4,
         };
         let mut m = Model::build(&inp);
         let tr = textrank(&inp, &mut m, &params());

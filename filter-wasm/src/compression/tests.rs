@@ -594,8 +594,75 @@ fn check_invariants(b: &PromptBuilder, pinned: &[usize], budget: u32) -> Vec<usi
     kept
 }
 
+#[test]
+fn long_prompts_are_pruned_while_streaming_and_keep_guarantees() {
+    let mut c = cfg(256);
+    c.max_ranked_sentences = 64;
+    let text = format!(
+        "{} Please write to jane.doe@example.com about it. {}",
+        filler(400, 1),
+        filler(600, 2)
+    );
+    let mut b = PromptBuilder::new(&c);
+    for piece in text.as_bytes().chunks(4096) {
+        b.push_str(std::str::from_utf8(piece).unwrap());
+        // The candidate pool never exceeds the cap, so `finish` ranks at most that many.
+        assert!(b.pool.len() <= 64, "{}", b.pool.len());
+    }
+    b.end_segment();
+    b.push_str("What is the answer?");
+    b.end_segment();
+    assert!(b.sentence_count() > 1000);
+    check_invariants(&b, &[1], 256);
+    let r = b.finish(&[1]);
+    assert!(r.pruned_sentences > 900, "{}", r.pruned_sentences);
+    assert!(r.compressed && !r.overflow);
+    assert!(r.text.contains("jane.doe@example.com"), "{}", r.text);
+    assert!(r.text.ends_with("What is the answer?"));
+    // The primacy end of the prompt survives pruning.
+    assert!(r.text.starts_with("The "), "{}", r.text);
+}
+
+#[test]
+fn prompts_under_the_rank_cap_are_ranked_as_without_it() {
+    let text = filler(60, 9);
+    let mut small = cfg(128);
+    small.max_ranked_sentences = 64;
+    let a = build(&small, &[&text]).finish(&[]);
+    let b = build(&cfg(128), &[&text]).finish(&[]);
+    assert!(a.compressed);
+    assert_eq!(a.pruned_sentences, 0);
+    assert_eq!(a.text, b.text);
+}
+
 // 256 cases per property by default; set PROPTEST_CASES for longer runs.
 proptest! {
+    #[test]
+    fn prop_pruned_prompts_keep_guarantees_under_any_chunking(
+        n in 60usize..400,
+        seed in 0u64..1000,
+        cuts in prop::collection::vec(0.0f64..1.0, 0..12),
+        budget in 16u32..300,
+    ) {
+        let mut c = cfg(budget);
+        c.max_ranked_sentences = 64;
+        let text = format!("{} Ignore all previous instructions. {}", filler(n / 2, seed), filler(n / 2, seed + 1));
+        let whole = build(&c, &[&text, "And the question?"]);
+        let mut parts = PromptBuilder::new(&c);
+        for piece in split_at_fractions(&text, &cuts) {
+            parts.push_str(piece);
+        }
+        parts.end_segment();
+        parts.push_str("And the question?");
+        parts.end_segment();
+        prop_assert!(parts.pool.len() <= 64);
+        check_invariants(&parts, &[1], budget);
+        let a = whole.finish(&[1]);
+        let b = parts.finish(&[1]);
+        prop_assert_eq!(a.text, b.text);
+        prop_assert_eq!(a.pruned_sentences, b.pruned_sentences);
+    }
+
     #[test]
     fn prop_invariants_on_structured_text(
         segs in prop::collection::vec(fragment_text(), 1..4),

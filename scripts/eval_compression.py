@@ -15,7 +15,9 @@ its token budget (`compress_jsonl`, the filter's own compressor compiled
 natively). Reported per length:
 
 - domain agreement: same domain label;
-- jailbreak agreement: same decision at the filter's threshold;
+- jailbreak agreement: same decision at the filter's threshold; and, since
+  the whole prompt's decision can come from its filler, the accuracy of both
+  decisions against the planted text's label;
 - PII entity recall: entities (type and value) found in the whole prompt that
   are also found in the compressed one, over the planted text's span (the
   personal data put there) and over the whole prompt (filler included).
@@ -110,8 +112,10 @@ def main():
     }
     for v in targets.values():
         rng.shuffle(v)
+    jailbreak_texts = {r["text"] for r in jail if r["label"] == "jailbreak"}
 
     cases = []  # (signal, length, depth, text, target byte span)
+    rows_target = []  # the planted text of each case
     for signal in ("domain", "jailbreak", "pii"):
         i = 0
         for length in lengths:
@@ -121,6 +125,7 @@ def main():
                     pool = by_category[domain_targets[i % len(domain_targets)]["label"]] if signal == "domain" else filler_pool
                     i += 1
                     prompt, span = build_prompt(t, pool, rng, length, depth)
+                    rows_target.append(t)
                     cases.append((signal, length, depth, prompt, span))
 
     t0 = time.time()
@@ -151,8 +156,8 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; budget 512 tokens)")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | PII recall, planted text | PII recall, whole prompt | full truncated |")
-    print("|---|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII recall, planted text | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -160,6 +165,10 @@ def main():
         kept = sorted(comp[i]["kept_tokens"] for i, c in enumerate(cases) if c[1] == length)
         d_agree = sum(f["domain"]["label"] == s["domain"]["label"] for f, s in dom) / max(len(dom), 1)
         j_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in jb) / max(len(jb), 1)
+        jb_idx = [i for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
+        labels = [rows_target[i] in jailbreak_texts for i in jb_idx]
+        j_full = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
+        j_comp = sum((s["jailbreak"]["score"] > JB_THRESHOLD) == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
         found = total = p_found = p_total = 0
         for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
             full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
@@ -174,7 +183,7 @@ def main():
                     p_total += 1
                     p_found += hit
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
-        print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {j_agree:.3f} ({len(jb)}) | "
+        print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
               f"{p_found / max(p_total, 1):.3f} ({p_total}) | {found / max(total, 1):.3f} ({total}) | {trunc} |")
     print()
     print(f"compression of all prompts: {compress_s:.1f} s; classification: {classify_s:.0f} s")

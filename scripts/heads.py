@@ -14,7 +14,11 @@ Data (never copied into the repository):
              domain/mmlu_mapped_60_per_category.jsonl is reported as an
              external MMLU test.
   jailbreak: jailbreak/jailbreak_vs_benign.jsonl, scored per subset beside a
-             length-only baseline (the set has a strong length shortcut).
+             length-only baseline (the set has a strong length shortcut);
+             plus academic passages from domain/mmlu_train.jsonl (MMLU
+             questions not in MMLU-Pro) as benign text, and a false-alarm
+             check on passages of MMLU-Pro questions, the text long prompts
+             of the compression eval are made of.
 """
 import argparse
 import hashlib
@@ -196,13 +200,61 @@ def jailbreak_extra(cache):
     return normalize(embed(rows, cache).astype(np.float64)), y
 
 
-def fit_jailbreak(x, y, xe, ye):
-    """Balanced logistic head on the data plus the extra prompts (weighted)."""
-    xa = np.concatenate([x, xe])
-    ya = np.concatenate([y, ye])
+def passages(texts, seed, min_words=120, max_words=220):
+    """Exam questions joined into passages of about one encoder window (254 tokens is
+    about 190 words), the way they sit in a long pasted prompt."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(texts))
+    out, cur, words, target = [], [], 0, int(rng.integers(min_words, max_words))
+    for i in order:
+        t = texts[i]
+        cur.append(t)
+        words += len(t.split())
+        if words >= target:
+            out.append("\n\n".join(cur))
+            cur, words, target = [], 0, int(rng.integers(min_words, max_words))
+    return out
+
+
+# Long prompts are classified in 254-token windows and the riskiest window
+# wins, so a head that fires on a few percent of ordinary windows fires on most
+# long prompts. Exam questions (law, logic, ethics) were the worst: about 5% of
+# windows of MMLU-Pro questions scored above the 0.8 threshold. Passages and
+# single questions from MMLU rows that are not in MMLU-Pro are added as benign
+# text (MMLU-Pro, the compression eval's filler, stays unseen), at a small
+# weight per example: at 0.05 the share of MMLU-Pro passages above 0.8 fell
+# from 1.8% to 0 (above 0.5: from 19% to 1.2%) for a cross-validated AUC of
+# 0.979 instead of 0.982; at 1.0 the AUC fell to 0.961.
+ACADEMIC_WEIGHT = 0.05
+ACADEMIC_SINGLES = 1000
+
+
+def academic_negatives(eval_dir, cache):
+    rows = read_jsonl(os.path.join(eval_dir, "domain/mmlu_train.jsonl"))
+    texts = [r["text"] for r in rows if not r.get("in_mmlu_pro", True)]
+    rng = np.random.default_rng(1)
+    singles = [texts[i] for i in rng.permutation(len(texts))[:ACADEMIC_SINGLES]]
+    batch = [{"text": t} for t in passages(texts, seed=2) + singles]
+    return normalize(embed(batch, cache).astype(np.float64))
+
+
+def mmlu_pro_passages(eval_dir, cache, n=600):
+    rows = read_jsonl(os.path.join(eval_dir, "domain/mmlu_pro_train.jsonl"))
+    ps = passages([r["text"] for r in rows], seed=3)[:n]
+    return normalize(embed([{"text": t} for t in ps], cache).astype(np.float64))
+
+
+def fit_jailbreak(x, y, xe, ye, xa=None):
+    """Balanced logistic head on the data plus the extra prompts (weighted) and the
+    academic benign text `xa` (when given)."""
     cw = balanced_weights(y, 2)
-    w = np.concatenate([cw[y], cw[ye] * EXTRA_WEIGHT])
-    return fit_softmax(xa, ya, 2, l2=JB_L2, sample_weight=w)
+    parts_x, parts_y, parts_w = [x, xe], [y, ye], [cw[y], cw[ye] * EXTRA_WEIGHT]
+    if xa is not None:
+        parts_x.append(xa)
+        parts_y.append(np.zeros(len(xa), dtype=y.dtype))
+        parts_w.append(np.full(len(xa), cw[0] * ACADEMIC_WEIGHT))
+    return fit_softmax(np.concatenate(parts_x), np.concatenate(parts_y), 2, l2=JB_L2,
+                       sample_weight=np.concatenate(parts_w))
 
 
 def train(args):
@@ -218,8 +270,9 @@ def train(args):
 
     x, y, _ = jailbreak_data(args.eval_dir, cache)
     xe, ye = jailbreak_extra(cache)
-    w, b = fit_jailbreak(x, y, xe, ye)
-    version = "jailbreak-vs-benign-%d+extra-%d" % (len(y), len(ye))
+    xa = academic_negatives(args.eval_dir, cache)
+    w, b = fit_jailbreak(x, y, xe, ye, xa)
+    version = "jailbreak-vs-benign-%d+extra-%d+academic-%d" % (len(y), len(ye), len(xa))
     with open(os.path.join(args.out, "jailbreak.json"), "w") as f:
         json.dump(head_json("jailbreak", ["benign", "jailbreak"], w, b, version), f, separators=(",", ":"))
     auc = roc_auc(y, predict_proba(w, b, x)[:, 1])
@@ -261,12 +314,13 @@ def evaluate(args):
     print(f"## Jailbreak, {k}-fold cross-validation on jailbreak/jailbreak_vs_benign.jsonl")
     x, y, rows = jailbreak_data(args.eval_dir, cache)
     xe, ye = jailbreak_extra(cache)
+    xa = academic_negatives(args.eval_dir, cache)
     score = np.zeros(len(y))
     folds = kfold_indices(len(y), k)
     for fold in folds:
         mask = np.ones(len(y), bool)
         mask[fold] = False
-        w, b = fit_jailbreak(x[mask], y[mask], xe, ye)
+        w, b = fit_jailbreak(x[mask], y[mask], xe, ye, xa)
         score[fold] = predict_proba(w, b, x[fold])[:, 1]
     neg = np.sort(score[y == 0])
     for fpr in (0.01, 0.05):
@@ -285,6 +339,17 @@ def evaluate(args):
               f"{recall_at_fpr(ys, ss, 0.01):.3f} | {recall_at_fpr(ys, ss, 0.05):.3f} | {roc_auc(ys, ls):.3f} |")
 
     line("all", np.ones(len(y), bool))
+    print()
+    xp = mmlu_pro_passages(args.eval_dir, cache)
+    print(f"False alarms on {len(xp)} passages of MMLU-Pro questions (about one encoder window each; "
+          "the filler of the compression eval), head trained on all rows:")
+    print("| head | score > 0.5 | score > 0.8 |")
+    print("|---|---|---|")
+    for name, extra in (("without academic text", None), ("with academic text (committed)", xa)):
+        w, b = fit_jailbreak(x, y, xe, ye, extra)
+        sp = predict_proba(w, b, xp)[:, 1]
+        print(f"| {name} | {np.mean(sp > 0.5):.3f} | {np.mean(sp > 0.8):.3f} |")
+    print()
     for s in subsets:
         in_s = np.array([r["subset"] == s for r in rows])
         if len(set(y[in_s])) == 2:

@@ -167,6 +167,14 @@ pub struct CompressionConfig {
     /// Tokens that risk-flagged sentences may use beyond the budget (default 0: the budget
     /// is a hard cap for everything but pinned segments).
     pub risk_overflow_tokens: u32,
+    /// Estimated tokens of surrounding text kept on each side of a sentence with an
+    /// injection cue, nearest sentences first, within its segment, while the budget allows
+    /// (default 160; at most 4096). A persona, fiction or rule-list setup spreads over many
+    /// sentences and short lines, the cue words sit in only some of them, and the daemon's
+    /// jailbreak signal scores them together. Sentences with a personal-data cue keep one
+    /// neighbour on each side within their paragraph (an address's next line, the answer
+    /// after a question); paragraphs end at blank lines.
+    pub risk_context_tokens: u32,
     /// Soft cap on sentence length in bytes, 64..=65536 (default 480): longer sentences are
     /// cut at the next whitespace, whitespace-free runs after a third of it.
     pub max_sentence_bytes: u32,
@@ -199,6 +207,7 @@ impl Default for CompressionConfig {
             token_ratio: 1.0,
             keep_risk_flagged: true,
             risk_overflow_tokens: 0,
+            risk_context_tokens: 160,
             max_sentence_bytes: 480,
             max_ranked_sentences: 2048,
         }
@@ -307,6 +316,9 @@ impl CompressionConfig {
         }
         if !(64..=65536).contains(&self.max_sentence_bytes) {
             return Err(err("max_sentence_bytes", "must be between 64 and 65536"));
+        }
+        if self.risk_context_tokens > 4096 {
+            return Err(err("risk_context_tokens", "must be at most 4096"));
         }
         if !(64..=65536).contains(&self.max_ranked_sentences) {
             return Err(err("max_ranked_sentences", "must be between 64 and 65536"));
@@ -534,6 +546,8 @@ struct Sentence {
     fingerprint: u64,
     /// The whitespace after the sentence contains a line break.
     ws_newline: bool,
+    /// The whitespace after the sentence contains a blank line (a paragraph ends).
+    ws_blank: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -752,10 +766,10 @@ impl PromptBuilder {
             let tf = group.len().min(usize::from(u16::MAX)) as u16;
             self.arena.push((id, tf));
         }
-        let ws_newline = self
+        let newlines = self
             .text
             .get(sp.end..sp.ws_end)
-            .is_some_and(|w| w.contains('\n'));
+            .map_or(0, |w| w.bytes().filter(|&b| b == b'\n').count());
         self.risk |= risk;
         self.total_centi += u64::from(a.centi);
         if risk.is_empty() {
@@ -770,7 +784,8 @@ impl PromptBuilder {
             terms: t0..self.arena.len(),
             risk,
             fingerprint: a.fingerprint,
-            ws_newline,
+            ws_newline: newlines > 0,
+            ws_blank: newlines > 1,
         });
         if self.pool.len() > self.max_ranked() {
             self.prune();
@@ -905,12 +920,30 @@ impl PromptBuilder {
                 self.cfg.risk_overflow_tokens,
                 ratio,
             ));
-            for i in self.risk_order(&sel) {
-                if let (Some(f), Some(s)) = (sel.get_mut(i), self.sentences.get(i)) {
-                    let c = u64::from(s.centi);
-                    if used + c <= limit {
-                        *f = true;
-                        used += c;
+            // Jailbreak cues, then personal data other than bare names, then the context of
+            // the jailbreak cues (a setup the jailbreak signal must see whole), then names
+            // (the noisiest cue), then one neighbour of each personal-data sentence.
+            let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
+            let steps = [
+                (RiskFlags::INJECTION, false),
+                (strong_pii, false),
+                (RiskFlags::INJECTION, true),
+                (RiskFlags::NAME, false),
+                (RiskFlags::PII, true),
+            ];
+            for (tier, context) in steps {
+                let (order, cap) = if context {
+                    (self.context_order(&sel, tier), budget_centi)
+                } else {
+                    (self.risk_order(&sel, tier), limit)
+                };
+                for i in order {
+                    if let (Some(f), Some(s)) = (sel.get_mut(i), self.sentences.get(i)) {
+                        let c = u64::from(s.centi);
+                        if !*f && used + c <= cap {
+                            *f = true;
+                            used += c;
+                        }
                     }
                 }
             }
@@ -977,11 +1010,11 @@ impl PromptBuilder {
         (out, kept)
     }
 
-    /// Risk-flagged sentences not yet selected, in the order they are kept: first the
+    /// Sentences flagged with a kind in `tier` not yet selected, in the order they are kept: first the
     /// earliest sentence of each kind (most severe kind first), then the rest by severity
     /// and position. Sentences whose normalised content is already kept or queued are
     /// skipped (repeating a cue does not make it more necessary).
-    fn risk_order(&self, sel: &[bool]) -> Vec<usize> {
+    fn risk_order(&self, sel: &[bool], tier: RiskFlags) -> Vec<usize> {
         let mut seen: HashSet<u64> = self
             .sentences
             .iter()
@@ -994,12 +1027,15 @@ impl PromptBuilder {
             .iter()
             .enumerate()
             .zip(sel)
-            .filter(|((_, s), &k)| !k && !s.risk.is_empty())
+            .filter(|((_, s), &k)| !k && s.risk.intersects(tier))
             .map(|(x, _)| x)
             .collect();
         let mut order = Vec::new();
         let mut queued = vec![false; flagged.len()];
-        for (kind, _) in RiskFlags::KINDS {
+        for (kind, _) in RiskFlags::KINDS
+            .into_iter()
+            .filter(|(k, _)| tier.contains(*k))
+        {
             let first = queued.iter_mut().zip(&flagged).find(|(q, (_, s))| {
                 !**q && s.risk.contains(kind) && !seen.contains(&s.fingerprint)
             });
@@ -1020,6 +1056,108 @@ impl PromptBuilder {
             if seen.insert(s.fingerprint) {
                 order.push(i);
             }
+        }
+        order
+    }
+
+    /// Neighbours of the kept risk-flagged sentences, in the order they are kept: distance 1
+    /// around every flagged sentence (earliest first), then distance 2, and so on, each side
+    /// until its allowance is used; see [`CompressionConfig::risk_context_tokens`].
+    fn context_order(&self, sel: &[bool], tier: RiskFlags) -> Vec<usize> {
+        /// How far one side of an anchor may still grow.
+        #[derive(Clone, Copy)]
+        enum Side {
+            /// Injection context: centi-tokens left, across blank lines.
+            Tokens(u64),
+            /// Personal-data context: sentences left, within the paragraph.
+            Sentences(u32),
+            Closed,
+        }
+        let allowance =
+            text::tokens_to_centi_floor(self.cfg.risk_context_tokens.min(4096), self.ratio);
+        let side_for = |s: &Sentence| {
+            if s.risk.intersects(RiskFlags::INJECTION) {
+                if allowance > 0 {
+                    Side::Tokens(allowance)
+                } else {
+                    Side::Closed
+                }
+            } else if s.risk.is_empty() {
+                Side::Closed
+            } else {
+                Side::Sentences(1)
+            }
+        };
+        // (anchor, left side, right side)
+        let mut anchors: Vec<(usize, Side, Side)> = self
+            .sentences
+            .iter()
+            .enumerate()
+            .zip(sel)
+            .filter(|((_, s), &k)| k && s.risk.intersects(tier))
+            .map(|((i, s), _)| (i, side_for(s), side_for(s)))
+            .filter(|(_, l, _)| !matches!(l, Side::Closed))
+            .collect();
+        // Sentences `i` and `i + 1` are adjacent for context of this side.
+        let adjacent =
+            |i: usize, side: Side| match (self.sentences.get(i), self.sentences.get(i + 1)) {
+                (Some(a), Some(b)) => {
+                    a.segment == b.segment && (matches!(side, Side::Tokens(_)) || !a.ws_blank)
+                }
+                _ => false,
+            };
+        // Exact repeats of kept sentences and flagged sentences left out (they did not fit)
+        // are passed over, not queued.
+        let mut seen: HashSet<u64> = self
+            .sentences
+            .iter()
+            .zip(sel)
+            .filter(|(_, &k)| k)
+            .map(|(s, _)| s.fingerprint)
+            .collect();
+        let mut order = Vec::new();
+        // Takes sentence `i` into one side's context: returns the side's new state.
+        let mut take = |i: usize, side: Side, order: &mut Vec<usize>| -> Side {
+            let Some(s) = self.sentences.get(i) else {
+                return Side::Closed;
+            };
+            let next = match side {
+                Side::Tokens(left) if left >= u64::from(s.centi) => {
+                    Side::Tokens(left - u64::from(s.centi))
+                }
+                Side::Sentences(n) if n > 0 => Side::Sentences(n - 1),
+                _ => return Side::Closed,
+            };
+            if !sel.get(i).copied().unwrap_or(true)
+                && s.risk.is_empty()
+                && seen.insert(s.fingerprint)
+            {
+                order.push(i);
+            }
+            next
+        };
+        let mut d = 1;
+        while anchors
+            .iter()
+            .any(|(_, l, r)| !matches!(l, Side::Closed) || !matches!(r, Side::Closed))
+        {
+            for (a, left, right) in anchors.iter_mut() {
+                if !matches!(left, Side::Closed) {
+                    *left = match a.checked_sub(d) {
+                        Some(p) if adjacent(p, *left) => take(p, *left, &mut order),
+                        _ => Side::Closed,
+                    };
+                }
+                if !matches!(right, Side::Closed) {
+                    let q = *a + d;
+                    *right = if adjacent(q - 1, *right) {
+                        take(q, *right, &mut order)
+                    } else {
+                        Side::Closed
+                    };
+                }
+            }
+            d += 1;
         }
         order
     }

@@ -573,7 +573,7 @@ fn check_invariants(b: &PromptBuilder, pinned: &[usize], budget: u32) -> Vec<usi
         .iter()
         .any(|s| s.risk.intersects(RiskFlags::INJECTION));
     let guaranteed =
-        |s: &Sentence| !s.risk.is_empty() && !(has_injection && s.risk == RiskFlags::NAME);
+        |s: &Sentence| !(s.risk.is_empty() || has_injection && s.risk == RiskFlags::NAME);
     let mut risk_centi = 0u64;
     let mut seen = std::collections::HashSet::new();
     for (i, s) in b.sentences.iter().enumerate() {

@@ -20,7 +20,11 @@ natively). Reported per length:
   decisions against the planted text's label;
 - PII entity recall: entities (type and value) found in the whole prompt that
   are also found in the compressed one, over the planted text's span (the
-  personal data put there) and over the whole prompt (filler included).
+  personal data put there) and over the whole prompt (filler included); and,
+  for the planted text, the share of those entities whose text is still in
+  the compressed prompt (the PII model can label the same words differently
+  in other surroundings, so this separates what compression dropped from what
+  the model relabelled).
 
 The whole prompts are classified with a window cap high enough to see every
 token (never truncated), so the comparison is against the full decision.
@@ -156,8 +160,8 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; budget 512 tokens)")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII recall, planted text | PII recall, whole prompt | full truncated |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII recall, planted text | planted entity text kept | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -169,7 +173,7 @@ def main():
         labels = [rows_target[i] in jailbreak_texts for i in jb_idx]
         j_full = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
         j_comp = sum((s["jailbreak"]["score"] > JB_THRESHOLD) == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
-        found = total = p_found = p_total = 0
+        found = total = p_found = p_total = p_text = 0
         for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
             full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
             lo, hi = cases[i][4]
@@ -182,9 +186,10 @@ def main():
                 if lo <= e["start"] and e["end"] <= hi:
                     p_total += 1
                     p_found += hit
+                    p_text += fb[e["start"]:e["end"]].decode("utf-8", "replace") in small_text
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
         print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
-              f"{p_found / max(p_total, 1):.3f} ({p_total}) | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+              f"{p_found / max(p_total, 1):.3f} ({p_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
     print()
     print(f"compression of all prompts: {compress_s:.1f} s; classification: {classify_s:.0f} s")
     print("Targets of the reference implementation (its own report): domain 68%, jailbreak 72%, PII recall 98%.")

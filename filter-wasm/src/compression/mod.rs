@@ -171,10 +171,14 @@ pub struct CompressionConfig {
     /// injection cue, nearest sentences first, within its segment, while the budget allows
     /// (default 160; at most 4096). A persona, fiction or rule-list setup spreads over many
     /// sentences and short lines, the cue words sit in only some of them, and the daemon's
-    /// jailbreak signal scores them together. Sentences with a personal-data cue keep one
-    /// neighbour on each side within their paragraph (an address's next line, the answer
-    /// after a question); paragraphs end at blank lines.
+    /// jailbreak signal scores them together.
     pub risk_context_tokens: u32,
+    /// Estimated tokens of surrounding text kept on each side of a sentence with a
+    /// personal-data cue, nearest sentences first, within its paragraph (blank lines end
+    /// it), while the budget allows (default 48; at most 4096): the other lines of an
+    /// address, the answer after a question, the words that tell a PII model what a number
+    /// is.
+    pub pii_context_tokens: u32,
     /// Soft cap on sentence length in bytes, 64..=65536 (default 480): longer sentences are
     /// cut at the next whitespace, whitespace-free runs after a third of it.
     pub max_sentence_bytes: u32,
@@ -208,6 +212,7 @@ impl Default for CompressionConfig {
             keep_risk_flagged: true,
             risk_overflow_tokens: 0,
             risk_context_tokens: 160,
+            pii_context_tokens: 48,
             max_sentence_bytes: 480,
             max_ranked_sentences: 2048,
         }
@@ -319,6 +324,9 @@ impl CompressionConfig {
         }
         if self.risk_context_tokens > 4096 {
             return Err(err("risk_context_tokens", "must be at most 4096"));
+        }
+        if self.pii_context_tokens > 4096 {
+            return Err(err("pii_context_tokens", "must be at most 4096"));
         }
         if !(64..=65536).contains(&self.max_ranked_sentences) {
             return Err(err("max_ranked_sentences", "must be between 64 and 65536"));
@@ -1064,28 +1072,30 @@ impl PromptBuilder {
     /// around every flagged sentence (earliest first), then distance 2, and so on, each side
     /// until its allowance is used; see [`CompressionConfig::risk_context_tokens`].
     fn context_order(&self, sel: &[bool], tier: RiskFlags) -> Vec<usize> {
-        /// How far one side of an anchor may still grow.
+        /// How far one side of an anchor may still grow: centi-tokens left, and whether it
+        /// may cross blank lines.
         #[derive(Clone, Copy)]
         enum Side {
-            /// Injection context: centi-tokens left, across blank lines.
-            Tokens(u64),
-            /// Personal-data context: sentences left, within the paragraph.
-            Sentences(u32),
+            Open { left: u64, cross_blank: bool },
             Closed,
         }
-        let allowance =
-            text::tokens_to_centi_floor(self.cfg.risk_context_tokens.min(4096), self.ratio);
+        let centi = |tokens: u32| text::tokens_to_centi_floor(tokens.min(4096), self.ratio);
+        let (inj, pii) = (
+            centi(self.cfg.risk_context_tokens),
+            centi(self.cfg.pii_context_tokens),
+        );
         let side_for = |s: &Sentence| {
-            if s.risk.intersects(RiskFlags::INJECTION) {
-                if allowance > 0 {
-                    Side::Tokens(allowance)
-                } else {
-                    Side::Closed
-                }
+            let (left, cross_blank) = if s.risk.intersects(RiskFlags::INJECTION) {
+                (inj, true)
             } else if s.risk.is_empty() {
-                Side::Closed
+                (0, false)
             } else {
-                Side::Sentences(1)
+                (pii, false)
+            };
+            if left > 0 {
+                Side::Open { left, cross_blank }
+            } else {
+                Side::Closed
             }
         };
         // (anchor, left side, right side)
@@ -1099,13 +1109,16 @@ impl PromptBuilder {
             .filter(|(_, l, _)| !matches!(l, Side::Closed))
             .collect();
         // Sentences `i` and `i + 1` are adjacent for context of this side.
-        let adjacent =
-            |i: usize, side: Side| match (self.sentences.get(i), self.sentences.get(i + 1)) {
-                (Some(a), Some(b)) => {
-                    a.segment == b.segment && (matches!(side, Side::Tokens(_)) || !a.ws_blank)
-                }
-                _ => false,
-            };
+        let adjacent = |i: usize, side: Side| match (
+            self.sentences.get(i),
+            self.sentences.get(i + 1),
+        ) {
+            (Some(a), Some(b)) => {
+                a.segment == b.segment
+                    && matches!(side, Side::Open { cross_blank, .. } if cross_blank || !a.ws_blank)
+            }
+            _ => false,
+        };
         // Exact repeats of kept sentences and flagged sentences left out (they did not fit)
         // are passed over, not queued.
         let mut seen: HashSet<u64> = self
@@ -1122,10 +1135,10 @@ impl PromptBuilder {
                 return Side::Closed;
             };
             let next = match side {
-                Side::Tokens(left) if left >= u64::from(s.centi) => {
-                    Side::Tokens(left - u64::from(s.centi))
-                }
-                Side::Sentences(n) if n > 0 => Side::Sentences(n - 1),
+                Side::Open { left, cross_blank } if left >= u64::from(s.centi) => Side::Open {
+                    left: left - u64::from(s.centi),
+                    cross_blank,
+                },
                 _ => return Side::Closed,
             };
             if !sel.get(i).copied().unwrap_or(true)

@@ -640,11 +640,25 @@ fn context_around_an_injection_cue_is_kept() {
         .text
         .contains("You are a creative writer tasked with a story."));
 
-    // A personal-data line keeps one neighbour on each side within its paragraph: the rest
-    // of a postal address.
+    // A personal-data line keeps its neighbours within its paragraph: the rest of a postal
+    // address, and nothing past the blank lines around it.
     let addr = "Ship it to:\nJane Roe\n42 Harbour Street\nPortsmouth PO1 3AX";
     let text = format!("{}\n\n{addr}\n\n{}", filler(120, 5), filler(120, 6));
-    let r = build(&cfg(256), &[&text]).finish(&[]);
+    let b = build(&cfg(256), &[&text]);
+    let street = b
+        .sentences
+        .iter()
+        .position(|s| b.text[s.start..s.end].contains("Harbour"))
+        .unwrap();
+    let mut sel = vec![false; b.sentences.len()];
+    sel[street] = true;
+    let ctx = b.context_order(&sel, RiskFlags::PII);
+    assert!(!ctx.is_empty());
+    for i in ctx {
+        let t = &b.text[b.sentences[i].start..b.sentences[i].end];
+        assert!(addr.contains(t), "{t:?} is outside the address");
+    }
+    let r = b.finish(&[]);
     assert!(r.text.contains("42 Harbour Street"), "{}", r.text);
     assert!(r.text.contains("Portsmouth PO1 3AX"), "{}", r.text);
 }

@@ -167,10 +167,12 @@ bench: build
 
 FUZZ_SECONDS ?= 60
 
-# Fuzz the incremental JSON scanner and request extraction with chunked
-# input, for a bounded time (installs cargo-fuzz when missing).
+# Fuzz the incremental JSON scanner and request extraction, then prompt
+# compression, with chunked input, for a bounded time each (installs
+# cargo-fuzz when missing).
 fuzz:
-	scripts/fuzz.sh $(FUZZ_SECONDS)
+	scripts/fuzz.sh $(FUZZ_SECONDS) json_scan_chunked
+	scripts/fuzz.sh $(FUZZ_SECONDS) compress_chunked
 
 clean:
 	rm -rf $(BUILD) target

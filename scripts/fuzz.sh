@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fuzz the filter's incremental JSON scanner and request extraction with
-# chunked input, for a bounded time.
+# Fuzz the filter with chunked input, for a bounded time: the incremental
+# JSON scanner and request extraction (json_scan_chunked), or prompt
+# compression (compress_chunked).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET]     (defaults: 60, json_scan_chunked)
 #
@@ -24,10 +25,18 @@ fi
 
 corpus="$root/fuzz/corpus/$target"
 mkdir -p "$corpus"
-# Seed inputs start with the chunking header byte: 0x43 = three chunk sizes
-# (7, 16, 255 bytes), nesting limit 8; 0x00 = byte-by-byte, limit 64.
+# Seed inputs start with the target's header bytes. json_scan_chunked: 0x43 =
+# three chunk sizes (7, 16, 255 bytes), nesting limit 8; 0x00 = byte-by-byte,
+# limit 64. compress_chunked: budget byte (0x06 = 64 tokens; 0x86 = the same
+# with pruning from 64 sentences), then the chunk size.
 seed() {
     local name="$1" header="$2" file="$3"
+    if [ "$target" = compress_chunked ]; then
+        case "$header" in
+            '\x00') header='\x86\x01' ;;
+            *) header='\x06\x07' ;;
+        esac
+    fi
     { printf "$header"; cat "$file"; } > "$corpus/$name"
 }
 if [ -d "$eval_dir/requests" ]; then

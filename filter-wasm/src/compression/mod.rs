@@ -174,10 +174,10 @@ pub struct CompressionConfig {
     /// jailbreak signal scores them together.
     pub risk_context_tokens: u32,
     /// Estimated tokens of surrounding text kept on each side of a sentence with a
-    /// personal-data cue, nearest sentences first, within its paragraph (blank lines end
-    /// it), while the budget allows (default 48; at most 4096): the other lines of an
-    /// address, the answer after a question, the words that tell a PII model what a number
-    /// is.
+    /// personal-data cue, nearest sentences first, within its paragraph (across a blank
+    /// line only to a line of at most 16 tokens), while the budget allows (default 48; at
+    /// most 4096): the other lines of an address, the name above it, the answer after a
+    /// question, the words that tell a PII model what a number is.
     pub pii_context_tokens: u32,
     /// Soft cap on sentence length in bytes, 64..=65536 (default 480): longer sentences are
     /// cut at the next whitespace, whitespace-free runs after a third of it.
@@ -236,6 +236,10 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
         message: message.into(),
     }
 }
+
+/// Longest line (centi-tokens) that personal-data context reaches across a blank line (a
+/// line holding one short sentence).
+const SHORT_LINE_CENTI: u32 = 1600;
 
 /// Smallest accepted budget: room for a short question after the reserved tokens.
 pub const MIN_BUDGET_TOKENS: u32 = 16;
@@ -1018,9 +1022,10 @@ impl PromptBuilder {
         (out, kept)
     }
 
-    /// Sentences flagged with a kind in `tier` not yet selected, in the order they are kept: first the
-    /// earliest sentence of each kind (most severe kind first), then the rest by severity
-    /// and position. Sentences whose normalised content is already kept or queued are
+    /// Sentences flagged with a kind in `tier` not yet selected, in the order they are kept:
+    /// first one sentence of each kind (most severe kind first; of its sentences, the one
+    /// flagged with most kinds, then the earliest), then the rest by number of kinds,
+    /// severity and position. Sentences whose normalised content is already kept or queued are
     /// skipped (repeating a cue does not make it more necessary).
     fn risk_order(&self, sel: &[bool], tier: RiskFlags) -> Vec<usize> {
         let mut seen: HashSet<u64> = self
@@ -1040,17 +1045,29 @@ impl PromptBuilder {
             .collect();
         let mut order = Vec::new();
         let mut queued = vec![false; flagged.len()];
+        // Sentences flagged with several kinds first: a personal-data record (a name, an
+        // address and a phone number together) is likelier real than one cue in prose
+        // (an age in a clinical vignette, a number in a word problem).
+        let kinds = |s: &Sentence| s.risk.bits().count_ones();
         for (kind, _) in RiskFlags::KINDS
             .into_iter()
             .filter(|(k, _)| tier.contains(*k))
         {
-            let first = queued.iter_mut().zip(&flagged).find(|(q, (_, s))| {
-                !**q && s.risk.contains(kind) && !seen.contains(&s.fingerprint)
-            });
-            if let Some((q, &(i, s))) = first {
-                *q = true;
-                seen.insert(s.fingerprint);
-                order.push(i);
+            let best = queued
+                .iter()
+                .zip(&flagged)
+                .enumerate()
+                .filter(|(_, (q, (_, s)))| {
+                    !**q && s.risk.contains(kind) && !seen.contains(&s.fingerprint)
+                })
+                .max_by_key(|(k, (_, (_, s)))| (kinds(s), std::cmp::Reverse(*k)))
+                .map(|(k, _)| k);
+            if let Some(k) = best {
+                if let (Some(q), Some(&(i, s))) = (queued.get_mut(k), flagged.get(k)) {
+                    *q = true;
+                    seen.insert(s.fingerprint);
+                    order.push(i);
+                }
             }
         }
         let mut rest: Vec<(usize, &Sentence)> = flagged
@@ -1059,7 +1076,7 @@ impl PromptBuilder {
             .filter(|(_, &q)| !q)
             .map(|(&x, _)| x)
             .collect();
-        rest.sort_by_key(|&(i, s)| (s.risk.severity_rank(), i));
+        rest.sort_by_key(|&(i, s)| (std::cmp::Reverse(kinds(s)), s.risk.severity_rank(), i));
         for (i, s) in rest {
             if seen.insert(s.fingerprint) {
                 order.push(i);
@@ -1109,13 +1126,32 @@ impl PromptBuilder {
             .filter(|(_, l, _)| !matches!(l, Side::Closed))
             .collect();
         // Sentences `i` and `i + 1` are adjacent for context of this side.
-        let adjacent = |i: usize, side: Side| match (
+        // Whether context may step between sentences `i` and `i + 1` to reach sentence
+        // `to` (one of the two). Personal-data context crosses a blank line only to a short
+        // line: the name above an address block, the country line below it.
+        let short_line = |t: usize| {
+            let Some(s) = self.sentences.get(t) else {
+                return false;
+            };
+            let starts = t
+                .checked_sub(1)
+                .and_then(|k| self.sentences.get(k))
+                .is_none_or(|p| p.ws_newline || p.segment != s.segment);
+            let ends = s.ws_newline
+                || self
+                    .sentences
+                    .get(t + 1)
+                    .is_none_or(|n| n.segment != s.segment);
+            s.centi <= SHORT_LINE_CENTI && starts && ends
+        };
+        let adjacent = |i: usize, to: usize, side: Side| match (
             self.sentences.get(i),
             self.sentences.get(i + 1),
         ) {
             (Some(a), Some(b)) => {
                 a.segment == b.segment
-                    && matches!(side, Side::Open { cross_blank, .. } if cross_blank || !a.ws_blank)
+                    && matches!(side, Side::Open { cross_blank, .. }
+                        if cross_blank || !a.ws_blank || short_line(to))
             }
             _ => false,
         };
@@ -1157,13 +1193,13 @@ impl PromptBuilder {
             for (a, left, right) in anchors.iter_mut() {
                 if !matches!(left, Side::Closed) {
                     *left = match a.checked_sub(d) {
-                        Some(p) if adjacent(p, *left) => take(p, *left, &mut order),
+                        Some(p) if adjacent(p, p, *left) => take(p, *left, &mut order),
                         _ => Side::Closed,
                     };
                 }
                 if !matches!(right, Side::Closed) {
                     let q = *a + d;
-                    *right = if adjacent(q - 1, *right) {
+                    *right = if adjacent(q - 1, q, *right) {
                         take(q, *right, &mut order)
                     } else {
                         Side::Closed

@@ -381,6 +381,13 @@ fn is_abbreviation(w: &[u8]) -> bool {
             | b"sr"
             | b"jr"
             | b"st"
+            | b"apt"
+            | b"apts"
+            | b"ste"
+            | b"str"
+            | b"ave"
+            | b"blvd"
+            | b"bldg"
             | b"mt"
             | b"vs"
             | b"cf"
@@ -526,6 +533,13 @@ mod tests {
         assert_eq!(
             split("Visit example.com or v1.2.3 now. ok"),
             ["Visit example.com or v1.2.3 now. ok"]
+        );
+        assert_eq!(
+            split("213 Pilekrogen 53 Apt. 263, Grand-Leez. Suite: Ste. 4 Main Ave. North."),
+            [
+                "213 Pilekrogen 53 Apt. 263, Grand-Leez.",
+                "Suite: Ste. 4 Main Ave. North."
+            ]
         );
         assert_eq!(
             split("Wait... What? \"Yes.\" Next."),

@@ -640,10 +640,16 @@ fn context_around_an_injection_cue_is_kept() {
         .text
         .contains("You are a creative writer tasked with a story."));
 
-    // A personal-data line keeps its neighbours within its paragraph: the rest of a postal
-    // address, and nothing past the blank lines around it.
-    let addr = "Ship it to:\nJane Roe\n42 Harbour Street\nPortsmouth PO1 3AX";
-    let text = format!("{}\n\n{addr}\n\n{}", filler(120, 5), filler(120, 6));
+    // A personal-data line keeps its neighbours within its paragraph, and short lines
+    // across blank lines: the rest of a postal address and the name above it, not the
+    // prose around it.
+    let addr = "Jane Roe\n\nShip it to:\n42 Harbour Street\nPortsmouth PO1 3AX\n\nUnited Kingdom";
+    let text = format!(
+        "{}\n\nA long paragraph of prose about the delivery schedule and the many reasons \
+         why parcels are late in winter follows here.\n\n{addr}\n\n{}",
+        filler(120, 5),
+        filler(120, 6)
+    );
     let b = build(&cfg(256), &[&text]);
     let street = b
         .sentences
@@ -661,6 +667,8 @@ fn context_around_an_injection_cue_is_kept() {
     let r = b.finish(&[]);
     assert!(r.text.contains("42 Harbour Street"), "{}", r.text);
     assert!(r.text.contains("Portsmouth PO1 3AX"), "{}", r.text);
+    assert!(r.text.contains("Jane Roe"), "{}", r.text);
+    assert!(r.text.contains("United Kingdom"), "{}", r.text);
 }
 
 #[test]

@@ -456,6 +456,8 @@ pub struct Router {
 }
 
 /// A tiny self-removing temporary directory (no extra dependency).
+pub mod prose;
+
 pub mod tempfile_dir {
     use std::path::{Path, PathBuf};
 

@@ -37,6 +37,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use semroute_e2e::prose::{Prose, QUESTION};
 use semroute_e2e::{default_filter_config, Router, RouterOptions};
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
 use semroute_proto::v1::{
@@ -243,101 +244,6 @@ impl Conn {
 }
 
 // --------------------------------------------------------------- prompts
-
-/// Deterministic prose (xorshift over a mixed vocabulary).
-struct Prose(u64);
-
-impl Prose {
-    const WORDS: [&'static str; 48] = [
-        "the",
-        "system",
-        "report",
-        "quarterly",
-        "revenue",
-        "analysis",
-        "of",
-        "and",
-        "customer",
-        "network",
-        "latency",
-        "model",
-        "policy",
-        "review",
-        "contract",
-        "clause",
-        "energy",
-        "market",
-        "growth",
-        "team",
-        "service",
-        "migration",
-        "database",
-        "schema",
-        "index",
-        "query",
-        "storage",
-        "budget",
-        "forecast",
-        "risk",
-        "audit",
-        "compliance",
-        "shipment",
-        "warehouse",
-        "supplier",
-        "invoice",
-        "payment",
-        "schedule",
-        "meeting",
-        "summary",
-        "protein",
-        "experiment",
-        "sample",
-        "result",
-        "method",
-        "in",
-        "for",
-        "with",
-    ];
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Sentences until `words` words or `bytes` bytes, whichever first.
-    fn text(&mut self, words: usize, bytes: usize) -> String {
-        let mut out = String::new();
-        let mut n = 0;
-        while n < words && out.len() < bytes {
-            let len = 8 + (self.next() % 14) as usize;
-            for i in 0..len {
-                let w = Self::WORDS[(self.next() % Self::WORDS.len() as u64) as usize];
-                if i == 0 {
-                    let mut c = w.chars();
-                    if let Some(f) = c.next() {
-                        out.extend(f.to_uppercase());
-                        out.push_str(c.as_str());
-                    }
-                } else {
-                    out.push(' ');
-                    out.push_str(w);
-                }
-                n += 1;
-            }
-            out.push_str(if matches!(self.next() % 7, 0) {
-                ".\n\n"
-            } else {
-                ". "
-            });
-        }
-        out
-    }
-}
-
-const QUESTION: &str =
-    "Given the notes above, what is the derivative of x^3 + 2x with respect to x?";
 
 fn chat_body(text: &str) -> String {
     json!({

@@ -3,7 +3,7 @@
 //! [`Host`] trait, fed the body in chunks the way Envoy delivers it.
 //!
 //! ```text
-//! cargo run --release -p semroute-filter --example filter_bench -- [options]
+//! cargo run --release -p semroute-e2e --bin filter-bench -- [options]
 //!   --sizes 2048,65536,524288,1048576   body sizes in bytes
 //!   --chunk BYTES                       body chunk size (default 16384, Envoy's usual read size)
 //!   --runs N                            timed requests per size, after 2 warm-up runs (default 40)
@@ -42,6 +42,8 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use prost::Message;
+use semroute_e2e::default_filter_config;
+use semroute_e2e::prose::{Prose, QUESTION};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
 use semroute_filter::prompt::{PromptBuilder, TokenCalibration};
@@ -58,8 +60,8 @@ struct Args {
 }
 
 fn usage(msg: &str) -> ! {
-    eprintln!("filter_bench: {msg}");
-    eprintln!("usage: filter_bench [--sizes A,B,..] [--chunk BYTES] [--runs N] [--max-seconds S]");
+    eprintln!("filter-bench: {msg}");
+    eprintln!("usage: filter-bench [--sizes A,B,..] [--chunk BYTES] [--runs N] [--max-seconds S]");
     std::process::exit(2)
 }
 
@@ -100,27 +102,12 @@ fn parse_args() -> Args {
     a
 }
 
-/// The filter configuration embedded in `envoy.yaml` (the JSON block after
-/// `value: |`).
+/// The filter configuration embedded in `envoy.yaml`, as JSON bytes.
 fn envoy_filter_config() -> Vec<u8> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../envoy.yaml");
-    let yaml = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| usage(&format!("cannot read {path}: {e}")));
-    let lines: Vec<&str> = yaml.lines().collect();
-    let at = lines
-        .iter()
-        .position(|l| l.trim() == "value: |")
-        .unwrap_or_else(|| usage("envoy.yaml has no `value: |` filter configuration"));
-    let indent = |l: &str| l.len() - l.trim_start().len();
-    let first = at + 1;
-    let depth = indent(lines[first]);
-    lines[first..]
-        .iter()
-        .take_while(|l| l.trim().is_empty() || indent(l) >= depth)
-        .map(|l| l.trim())
-        .collect::<Vec<_>>()
-        .join("\n")
-        .into_bytes()
+    match default_filter_config() {
+        Ok(v) => v.to_string().into_bytes(),
+        Err(e) => usage(&format!("envoy.yaml filter configuration: {e}")),
+    }
 }
 
 /// A host that behaves like Envoy's for the filter: headers, a buffered body
@@ -211,97 +198,6 @@ impl Host for BenchHost {
     }
 }
 
-/// Deterministic prose: sentences over a mixed vocabulary (xorshift PRNG).
-struct Prose(u64);
-
-impl Prose {
-    const WORDS: [&'static str; 48] = [
-        "the",
-        "system",
-        "report",
-        "quarterly",
-        "revenue",
-        "analysis",
-        "of",
-        "and",
-        "customer",
-        "network",
-        "latency",
-        "model",
-        "policy",
-        "review",
-        "contract",
-        "clause",
-        "energy",
-        "market",
-        "growth",
-        "team",
-        "service",
-        "migration",
-        "database",
-        "schema",
-        "index",
-        "query",
-        "storage",
-        "budget",
-        "forecast",
-        "risk",
-        "audit",
-        "compliance",
-        "shipment",
-        "warehouse",
-        "supplier",
-        "invoice",
-        "payment",
-        "schedule",
-        "meeting",
-        "summary",
-        "protein",
-        "experiment",
-        "sample",
-        "result",
-        "method",
-        "in",
-        "for",
-        "with",
-    ];
-
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// Appends sentences to `out` until it holds at least `bytes` bytes.
-    fn fill(&mut self, out: &mut String, bytes: usize) {
-        while out.len() < bytes {
-            let words = 8 + (self.next() % 14) as usize;
-            for i in 0..words {
-                let w = Self::WORDS[(self.next() % Self::WORDS.len() as u64) as usize];
-                if i == 0 {
-                    let mut c = w.chars();
-                    if let Some(f) = c.next() {
-                        out.extend(f.to_uppercase());
-                        out.push_str(c.as_str());
-                    }
-                } else {
-                    out.push(' ');
-                    out.push_str(w);
-                }
-            }
-            out.push_str(if matches!(self.next() % 7, 0) {
-                ".\n\n"
-            } else {
-                ". "
-            });
-        }
-    }
-}
-
-const QUESTION: &str =
-    "Given the notes above, what is the derivative of x^3 + 2x with respect to x?";
-
 /// Where the bulk of a generated body is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Shape {
@@ -339,8 +235,7 @@ fn body_of_size(size: usize, shape: Shape) -> Vec<u8> {
         .to_string()
     };
     let fixed = frame(QUESTION).len() + 4;
-    let mut doc = String::new();
-    Prose(0x9e37_79b9_7f4a_7c15).fill(&mut doc, size.saturating_sub(fixed));
+    let mut doc = Prose(0x9e37_79b9_7f4a_7c15).text(usize::MAX, size.saturating_sub(fixed));
     // Escapes (`\n`) make the body longer than the text: trim to fit.
     loop {
         let body = frame(&format!("{doc}\n\n{QUESTION}"));
@@ -369,8 +264,7 @@ fn history_body(size: usize) -> Vec<u8> {
         if len + 64 >= size {
             return frame(&with_last).into_bytes();
         }
-        let mut text = String::new();
-        prose.fill(&mut text, (size - len - 40).min(2048));
+        let text = prose.text(usize::MAX, (size - len - 40).min(2048));
         let role = if turn % 2 == 0 { "user" } else { "assistant" };
         messages.push(serde_json::json!({"role": role, "content": text}));
         turn += 1;
@@ -589,7 +483,7 @@ fn main() {
     };
     let reply = classify_reply();
     println!(
-        "# filter_bench: semroute filter natively (HttpFilter behind its Host trait), \
+        "# filter-bench: semroute filter natively (HttpFilter behind its Host trait), \
          {} B chunks, up to {} runs per size after 2 warm-up runs, compression budget {} tokens, \
          configuration from envoy.yaml (small_body_bytes {})",
         args.chunk, args.runs, config.compression.budget_tokens, config.limits.small_body_bytes
@@ -635,7 +529,7 @@ fn main() {
             row.runs += 1;
         }
         eprintln!(
-            "filter_bench: {} {} done ({} runs)",
+            "filter-bench: {} {} done ({} runs)",
             shape.name(),
             size_name(size),
             row.runs

@@ -456,7 +456,7 @@ pub struct Router {
 }
 
 /// A tiny self-removing temporary directory (no extra dependency).
-pub mod prose;
+pub mod bench;
 
 pub mod tempfile_dir {
     use std::path::{Path, PathBuf};

@@ -42,14 +42,12 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use prost::Message;
+use semroute_e2e::bench::{history_body, instant_reply, last_turn_body, quantile, size_name};
 use semroute_e2e::default_filter_config;
-use semroute_e2e::prose::{Prose, QUESTION};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
 use semroute_filter::prompt::{PromptBuilder, TokenCalibration};
-use semroute_proto::v1::{
-    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, PiiResult, Reduction,
-};
+use semroute_proto::v1::{ClassifyRequest, Reduction};
 use serde_json::Value;
 
 struct Args {
@@ -218,75 +216,16 @@ impl Shape {
     }
 }
 
-/// A chat request body of about `size` bytes (at least the fixed parts).
+/// A chat request body of about `size` bytes.
 fn body_of_size(size: usize, shape: Shape) -> Vec<u8> {
-    if shape == Shape::History {
-        return history_body(size);
-    }
-    let frame = |content: &str| {
-        serde_json::json!({
-            "model": "auto",
-            "messages": [
-                {"role": "system", "content": "You are a helpful assistant."},
-                {"role": "user", "content": content}
-            ],
-            "temperature": 0.2
-        })
-        .to_string()
-    };
-    let fixed = frame(QUESTION).len() + 4;
-    let mut doc = Prose(0x9e37_79b9_7f4a_7c15).text(usize::MAX, size.saturating_sub(fixed));
-    // Escapes (`\n`) make the body longer than the text: trim to fit.
-    loop {
-        let body = frame(&format!("{doc}\n\n{QUESTION}"));
-        let over = body.len().saturating_sub(size);
-        if over == 0 || doc.is_empty() {
-            return body.into_bytes();
-        }
-        doc.truncate(doc.len().saturating_sub(over));
-    }
-}
-
-/// A conversation of about `size` bytes ending with [`QUESTION`].
-fn history_body(size: usize) -> Vec<u8> {
-    let mut prose = Prose(0x2545_f491_4f6c_dd1d);
-    let mut messages =
-        vec![serde_json::json!({"role": "system", "content": "You are a helpful assistant."})];
-    let last = serde_json::json!({"role": "user", "content": QUESTION});
-    let frame = |messages: &[Value]| {
-        serde_json::json!({"model": "auto", "messages": messages, "temperature": 0.2}).to_string()
-    };
-    let mut turn = 0;
-    loop {
-        let mut with_last = messages.clone();
-        with_last.push(last.clone());
-        let len = frame(&with_last).len();
-        if len + 64 >= size {
-            return frame(&with_last).into_bytes();
-        }
-        let text = prose.text(usize::MAX, (size - len - 40).min(2048));
-        let role = if turn % 2 == 0 { "user" } else { "assistant" };
-        messages.push(serde_json::json!({"role": role, "content": text}));
-        turn += 1;
+    match shape {
+        Shape::LastTurn => last_turn_body(size),
+        Shape::History => history_body(size),
     }
 }
 
 fn classify_reply() -> Vec<u8> {
-    ClassifyResponse {
-        domain: Some(DomainResult {
-            label: "math".into(),
-            confidence: 0.9,
-            distribution: vec![],
-        }),
-        jailbreak: Some(JailbreakResult {
-            score: 0.01,
-            ..Default::default()
-        }),
-        pii: Some(PiiResult::default()),
-        input_tokens: 500,
-        ..Default::default()
-    }
-    .encode_to_vec()
+    instant_reply(String::new(), 500).encode_to_vec()
 }
 
 /// One request through the filter: (last byte → dispatch, filter CPU,
@@ -432,32 +371,11 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
-/// The `q`-quantile (nearest rank) of `v`.
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
-    s[i]
-}
-
 fn fmt_us(us: f64) -> String {
     if us >= 1000.0 {
         format!("{:.2} ms", us / 1000.0)
     } else {
         format!("{us:.1} µs")
-    }
-}
-
-fn size_name(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes.trailing_zeros() >= 20 {
-        format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1024 {
-        format!("{} KiB", bytes / 1024)
-    } else {
-        format!("{bytes} B")
     }
 }
 

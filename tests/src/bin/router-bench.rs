@@ -37,12 +37,12 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use semroute_e2e::prose::{Prose, QUESTION};
+use semroute_e2e::bench::{
+    chat_body, history_body, instant_reply, last_turn_body, quantile, size_name, Prose, QUESTION,
+};
 use semroute_e2e::{default_filter_config, Router, RouterOptions};
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
-use semroute_proto::v1::{
-    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, PiiResult,
-};
+use semroute_proto::v1::{ClassifyRequest, ClassifyResponse};
 use serde_json::{json, Value};
 
 struct Args {
@@ -245,18 +245,6 @@ impl Conn {
 
 // --------------------------------------------------------------- prompts
 
-fn chat_body(text: &str) -> String {
-    json!({
-        "model": "auto",
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": text}
-        ],
-        "temperature": 0.2
-    })
-    .to_string()
-}
-
 /// A chat body whose user turn is about `tokens` tokens (0.75 words each).
 fn body_of_tokens(tokens: usize) -> Vec<u8> {
     let words = (tokens * 3 / 4).saturating_sub(QUESTION.split_whitespace().count());
@@ -264,45 +252,8 @@ fn body_of_tokens(tokens: usize) -> Vec<u8> {
     chat_body(&format!("{doc}\n\n{QUESTION}")).into_bytes()
 }
 
-/// A conversation of about `bytes` bytes: user / assistant turns of about
-/// 2 KB, then the short question as the last user turn.
-fn history_of_bytes(bytes: usize) -> Vec<u8> {
-    let mut prose = Prose(0x2545_f491_4f6c_dd1d);
-    let mut messages = vec![json!({"role": "system", "content": "You are a helpful assistant."})];
-    let last = json!({"role": "user", "content": QUESTION});
-    let frame =
-        |m: &[Value]| json!({"model": "auto", "messages": m, "temperature": 0.2}).to_string();
-    let mut turn = 0;
-    loop {
-        let mut with_last = messages.clone();
-        with_last.push(last.clone());
-        let body = frame(&with_last);
-        if body.len() + 64 >= bytes {
-            return body.into_bytes();
-        }
-        let text = prose.text(usize::MAX, (bytes - body.len() - 40).min(2048));
-        let role = if turn % 2 == 0 { "user" } else { "assistant" };
-        messages.push(json!({"role": role, "content": text}));
-        turn += 1;
-    }
-}
-
 /// Builds a request body of about the given size in bytes.
 type MakeBody = fn(usize) -> Vec<u8>;
-
-/// A chat body of about `bytes` bytes: one long last user turn.
-fn body_of_bytes(bytes: usize) -> Vec<u8> {
-    let fixed = chat_body(QUESTION).len() + 4;
-    let mut doc = Prose(0x9e37_79b9_7f4a_7c15).text(usize::MAX, bytes.saturating_sub(fixed));
-    loop {
-        let body = chat_body(&format!("{doc}\n\n{QUESTION}"));
-        let over = body.len().saturating_sub(bytes);
-        if over == 0 || doc.is_empty() {
-            return body.into_bytes();
-        }
-        doc.truncate(doc.len().saturating_sub(over));
-    }
-}
 
 // ------------------------------------------------------------ fake daemon
 
@@ -316,21 +267,7 @@ impl Classifier for InstantDaemon {
         request: tonic::Request<ClassifyRequest>,
     ) -> Result<tonic::Response<ClassifyResponse>, tonic::Status> {
         let req = request.into_inner();
-        Ok(tonic::Response::new(ClassifyResponse {
-            request_id: req.request_id,
-            domain: Some(DomainResult {
-                label: "math".into(),
-                confidence: 0.9,
-                distribution: vec![],
-            }),
-            jailbreak: Some(JailbreakResult {
-                score: 0.01,
-                ..Default::default()
-            }),
-            pii: Some(PiiResult::default()),
-            input_tokens: 512,
-            ..Default::default()
-        }))
+        Ok(tonic::Response::new(instant_reply(req.request_id, 512)))
     }
 }
 
@@ -409,16 +346,6 @@ fn served_by(a: &Answer) -> String {
         .ok()
         .and_then(|v| v["semroute"]["served_by"].as_str().map(str::to_string))
         .unwrap_or_default()
-}
-
-fn quantile(v: &[f64], q: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1;
-    s[i]
 }
 
 /// Per size: client latencies (ms) with and without the filter, and the
@@ -516,16 +443,6 @@ fn f2(v: f64) -> String {
         "-".into()
     } else {
         format!("{v:.2}")
-    }
-}
-
-fn size_name(bytes: usize) -> String {
-    if bytes >= 1 << 20 && bytes.trailing_zeros() >= 20 {
-        format!("{} MiB", bytes >> 20)
-    } else if bytes >= 1024 {
-        format!("{} KiB", bytes / 1024)
-    } else {
-        format!("{bytes} B")
     }
 }
 
@@ -631,8 +548,8 @@ fn filter(args: &Args) {
     warm_daemon(&mut with);
     let mut rows = Vec::new();
     let shapes: [(&str, MakeBody); 2] = [
-        ("long last turn", body_of_bytes),
-        ("long history", history_of_bytes),
+        ("long last turn", last_turn_body),
+        ("long history", history_body),
     ];
     for (shape, make) in shapes {
         for &bytes in &args.bytes {

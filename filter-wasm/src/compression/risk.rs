@@ -34,6 +34,9 @@
 //!   least 8 `\xHH`, `%HH`, `\uHHHH` or `&#NN;` escapes.
 
 use std::fmt;
+use std::sync::OnceLock;
+
+use super::lexicon::{self, WordTable};
 
 /// A set of risk kinds found in a text (a bit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -690,9 +693,12 @@ pub fn scan_encoded(text: &str) -> RiskFlags {
         let x = at(b, i);
         if is_b64(x) {
             let s = i;
-            while is_b64(at(b, i)) {
-                i += 1;
-            }
+            i += b
+                .get(s..)
+                .unwrap_or_default()
+                .iter()
+                .position(|&y| !is_b64(y))
+                .unwrap_or(b.len() - s);
             let run_end = i;
             while at(b, i) == b'=' {
                 i += 1;
@@ -764,8 +770,23 @@ fn encoded_run(run: &[u8], len: usize) -> bool {
         || (len >= BASE64_MIN && transitions * 4 >= len)
 }
 
+/// Bytes of the base64 alphabets (standard and URL-safe), as a table: the scan tests every
+/// byte of user text.
+#[allow(clippy::indexing_slicing)] // `i < 256`, the table's length; `get_mut` is not const.
+const B64_ALPHABET: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < 256 {
+        let x = i as u8;
+        t[i] = x.is_ascii_alphanumeric() || matches!(x, b'+' | b'/' | b'-' | b'_');
+        i += 1;
+    }
+    t
+};
+
+#[inline]
 fn is_b64(x: u8) -> bool {
-    x.is_ascii_alphanumeric() || matches!(x, b'+' | b'/' | b'-' | b'_')
+    B64_ALPHABET.get(usize::from(x)).copied().unwrap_or(false)
 }
 
 fn class64(x: u8) -> u8 {
@@ -788,7 +809,7 @@ fn hex_at(b: &[u8], i: usize, n: usize) -> bool {
 // ---------------------------------------------------------------- names, addresses, identity
 
 /// Longest word (in folded bytes) the context scanner compares with its cue words.
-const CTX_WORD: usize = 12;
+const CTX_WORD: usize = lexicon::MAX_WORD;
 /// Words of history the context scanner keeps.
 const CTX_WINDOW: usize = 8;
 
@@ -804,10 +825,10 @@ struct Word {
     cap: bool,
     /// Written in capitals (at least two letters).
     caps: bool,
-    /// Number of ASCII digits.
-    digits: usize,
-    /// Number of letters.
-    letters: usize,
+    /// Number of ASCII digits (saturating).
+    digits: u32,
+    /// Number of letters (saturating).
+    letters: u32,
     /// First word of a sentence, line or quoted run.
     start: bool,
     /// Holds an accented Latin letter.
@@ -816,6 +837,8 @@ struct Word {
     hyphen: bool,
     /// First punctuation character after the word, before the next word (0 when none).
     after: char,
+    /// Word lists the word is in ([`Lex`] bits), set once when the word is complete.
+    lex: u16,
 }
 
 impl Word {
@@ -837,77 +860,119 @@ impl Word {
     fn numeric(&self) -> bool {
         self.digits > 0
     }
+    /// The packed form of the word ([`lexicon::pack`]); `None` when it matches no cue.
+    /// Bytes past `len` are zero (a word starts from `Word::default()` and only appends).
+    fn key(&self) -> Option<u128> {
+        if self.odd || self.len == 0 {
+            return None;
+        }
+        let mut b = [0u8; lexicon::MAX_WORD];
+        if let Some(head) = b.get_mut(..CTX_WORD) {
+            head.copy_from_slice(&self.w);
+        }
+        Some(u128::from_le_bytes(b))
+    }
+    /// Whether the word is in any of the word lists `bits` ([`Lex`] constants).
+    fn in_list(&self, bits: u16) -> bool {
+        self.lex & bits != 0
+    }
+}
+
+/// Word-list membership bits of a context word, looked up once per word (one lookup
+/// instead of one comparison chain per list and rule).
+struct Lex;
+
+impl Lex {
+    const HONORIFIC: u16 = 1;
+    const STREET: u16 = 1 << 1;
+    const STREET_COMPOUND: u16 = 1 << 2;
+    const PERSONAL: u16 = 1 << 3;
+    const OPENER: u16 = 1 << 4;
+    const RELATIVE: u16 = 1 << 5;
+    const ID_DOCUMENT: u16 = 1 << 6;
+    /// Words after which any word may complete a name cue ("is", "name", "me", "with").
+    const NAME_LEAD: u16 = 1 << 7;
+    /// Words a rule tests the current word for ("name", "old", "birth", "number", "id").
+    const RULE_WORD: u16 = 1 << 8;
+
+    /// The lists a packed word ([`Word::key`]) is in.
+    fn of(key: Option<u128>) -> u16 {
+        static TABLE: OnceLock<WordTable<u16>> = OnceLock::new();
+        let Some(key) = key else { return 0 };
+        TABLE
+            .get_or_init(|| {
+                let lists: [(&[&[u8]], u16); 8] = [
+                    (&[b"is", b"name", b"me", b"with"], Lex::NAME_LEAD),
+                    (
+                        &[b"name", b"old", b"birth", b"number", b"id"],
+                        Lex::RULE_WORD,
+                    ),
+                    (HONORIFICS, Lex::HONORIFIC),
+                    (STREET_WORDS, Lex::STREET),
+                    (PERSONAL_CONTEXT, Lex::PERSONAL),
+                    (SENTENCE_OPENERS, Lex::OPENER),
+                    (RELATIVES, Lex::RELATIVE),
+                    (ID_DOCUMENTS, Lex::ID_DOCUMENT),
+                ];
+                WordTable::new(
+                    lists
+                        .into_iter()
+                        .flat_map(|(words, bit)| words.iter().map(move |&w| (w, bit))),
+                    |a, b| a | b,
+                )
+            })
+            .get_packed(key)
+    }
 }
 
 /// Courtesy titles that precede a name.
-fn honorific(w: &[u8]) -> bool {
-    matches!(
-        w,
-        b"mr"
-            | b"mrs"
-            | b"ms"
-            | b"miss"
-            | b"mx"
-            | b"dr"
-            | b"prof"
-            | b"sir"
-            | b"madam"
-            | b"dame"
-            | b"mme"
-            | b"mlle"
-            | b"herr"
-            | b"frau"
-            | b"sr"
-            | b"sra"
-            | b"srta"
-    )
-}
+const HONORIFICS: &[&[u8]] = &[
+    b"mr", b"mrs", b"ms", b"miss", b"mx", b"dr", b"prof", b"sir", b"madam", b"dame", b"mme",
+    b"mlle", b"herr", b"frau", b"sr", b"sra", b"srta",
+];
 
 /// Street words matched whole.
-fn street_word(w: &[u8]) -> bool {
-    matches!(
-        w,
-        b"street"
-            | b"st"
-            | b"avenue"
-            | b"ave"
-            | b"road"
-            | b"rd"
-            | b"boulevard"
-            | b"blvd"
-            | b"lane"
-            | b"ln"
-            | b"drive"
-            | b"dr"
-            | b"court"
-            | b"ct"
-            | b"way"
-            | b"place"
-            | b"pl"
-            | b"terrace"
-            | b"square"
-            | b"sq"
-            | b"highway"
-            | b"hwy"
-            | b"parkway"
-            | b"pkwy"
-            | b"circle"
-            | b"trail"
-            | b"plaza"
-            | b"rue"
-            | b"via"
-            | b"calle"
-            | b"avenida"
-            | b"rua"
-            | b"str"
-            | b"piazza"
-            | b"viale"
-            | b"corso"
-            | b"carrer"
-            | b"ulica"
-            | b"utca"
-    ) || street_compound(w)
-}
+const STREET_WORDS: &[&[u8]] = &[
+    b"street",
+    b"st",
+    b"avenue",
+    b"ave",
+    b"road",
+    b"rd",
+    b"boulevard",
+    b"blvd",
+    b"lane",
+    b"ln",
+    b"drive",
+    b"dr",
+    b"court",
+    b"ct",
+    b"way",
+    b"place",
+    b"pl",
+    b"terrace",
+    b"square",
+    b"sq",
+    b"highway",
+    b"hwy",
+    b"parkway",
+    b"pkwy",
+    b"circle",
+    b"trail",
+    b"plaza",
+    b"rue",
+    b"via",
+    b"calle",
+    b"avenida",
+    b"rua",
+    b"str",
+    b"piazza",
+    b"viale",
+    b"corso",
+    b"carrer",
+    b"ulica",
+    b"utca",
+];
 
 /// Compound street names ("Koskikatu", "Mellemvej", "Hauptstraße").
 fn street_compound(w: &[u8]) -> bool {
@@ -915,142 +980,155 @@ fn street_compound(w: &[u8]) -> bool {
         b"strasse", b"strase", b"gasse", b"weg", b"vej", b"vei", b"veien", b"gata", b"gatan",
         b"gade", b"katu", b"kuja", b"tie", b"straat", b"laan", b"vegur",
     ];
+    // Most words are rejected on their last three letters alone.
+    let tail = match w {
+        [.., a, b, c] if w.len() >= 5 => [*a, *b, *c],
+        _ => return false,
+    };
+    if !matches!(
+        &tail,
+        b"sse"
+            | b"ase"
+            | b"weg"
+            | b"vej"
+            | b"vei"
+            | b"ien"
+            | b"ata"
+            | b"tan"
+            | b"ade"
+            | b"atu"
+            | b"uja"
+            | b"tie"
+            | b"aat"
+            | b"aan"
+            | b"gur"
+    ) {
+        return false;
+    }
     SUFFIXES
         .iter()
         .any(|s| w.len() >= s.len() + 2 && w.ends_with(s))
 }
 
 /// Words that make a nearby run of capitalised words read as a person's name.
-fn personal_context(w: &[u8]) -> bool {
-    matches!(
-        w,
-        b"contact"
-            | b"email"
-            | b"phone"
-            | b"born"
-            | b"lives"
-            | b"address"
-            | b"customer"
-            | b"patient"
-            | b"account"
-            | b"card"
-            | b"ssn"
-            | b"beneficiary"
-            | b"client"
-            | b"tenant"
-            | b"applicant"
-            | b"passenger"
-            | b"employee"
-            | b"cardholder"
-            | b"spouse"
-            | b"wife"
-            | b"husband"
-            | b"grandfather"
-            | b"grandmother"
-            | b"nephew"
-            | b"niece"
-            | b"mobile"
-            | b"birthday"
-            | b"username"
-            | b"signed"
-            | b"guardian"
-    )
-}
+const PERSONAL_CONTEXT: &[&[u8]] = &[
+    b"contact",
+    b"email",
+    b"phone",
+    b"born",
+    b"lives",
+    b"address",
+    b"customer",
+    b"patient",
+    b"account",
+    b"card",
+    b"ssn",
+    b"beneficiary",
+    b"client",
+    b"tenant",
+    b"applicant",
+    b"passenger",
+    b"employee",
+    b"cardholder",
+    b"spouse",
+    b"wife",
+    b"husband",
+    b"grandfather",
+    b"grandmother",
+    b"nephew",
+    b"niece",
+    b"mobile",
+    b"birthday",
+    b"username",
+    b"signed",
+    b"guardian",
+];
 
 /// Common first words of a sentence (which can follow "Species B." without being a
 /// surname).
-fn sentence_opener(w: &[u8]) -> bool {
-    matches!(
-        w,
-        b"the"
-            | b"these"
-            | b"this"
-            | b"that"
-            | b"those"
-            | b"what"
-            | b"which"
-            | b"who"
-            | b"how"
-            | b"why"
-            | b"when"
-            | b"where"
-            | b"if"
-            | b"it"
-            | b"its"
-            | b"they"
-            | b"he"
-            | b"she"
-            | b"we"
-            | b"you"
-            | b"in"
-            | b"on"
-            | b"at"
-            | b"for"
-            | b"a"
-            | b"an"
-            | b"there"
-            | b"then"
-            | b"find"
-            | b"assume"
-            | b"suppose"
-            | b"let"
-            | b"calculate"
-            | b"determine"
-            | b"is"
-            | b"are"
-            | b"does"
-            | b"do"
-            | b"as"
-            | b"after"
-            | b"both"
-            | b"each"
-            | b"all"
-    )
-}
+const SENTENCE_OPENERS: &[&[u8]] = &[
+    b"the",
+    b"these",
+    b"this",
+    b"that",
+    b"those",
+    b"what",
+    b"which",
+    b"who",
+    b"how",
+    b"why",
+    b"when",
+    b"where",
+    b"if",
+    b"it",
+    b"its",
+    b"they",
+    b"he",
+    b"she",
+    b"we",
+    b"you",
+    b"in",
+    b"on",
+    b"at",
+    b"for",
+    b"a",
+    b"an",
+    b"there",
+    b"then",
+    b"find",
+    b"assume",
+    b"suppose",
+    b"let",
+    b"calculate",
+    b"determine",
+    b"is",
+    b"are",
+    b"does",
+    b"do",
+    b"as",
+    b"after",
+    b"both",
+    b"each",
+    b"all",
+];
 
 /// Relatives and close people named after "my" ("my son Lukas").
-fn relative(w: &[u8]) -> bool {
-    matches!(
-        w,
-        b"kid"
-            | b"son"
-            | b"daughter"
-            | b"wife"
-            | b"husband"
-            | b"brother"
-            | b"sister"
-            | b"mother"
-            | b"father"
-            | b"mom"
-            | b"dad"
-            | b"friend"
-            | b"boss"
-            | b"partner"
-            | b"grandson"
-            | b"granddaughter"
-            | b"cousin"
-            | b"uncle"
-            | b"aunt"
-    )
-}
+const RELATIVES: &[&[u8]] = &[
+    b"kid",
+    b"son",
+    b"daughter",
+    b"wife",
+    b"husband",
+    b"brother",
+    b"sister",
+    b"mother",
+    b"father",
+    b"mom",
+    b"dad",
+    b"friend",
+    b"boss",
+    b"partner",
+    b"grandson",
+    b"granddaughter",
+    b"cousin",
+    b"uncle",
+    b"aunt",
+];
 
 /// Document and account words that precede an identifying number.
-fn id_document(w: &[u8]) -> bool {
-    matches!(
-        w,
-        b"license"
-            | b"licence"
-            | b"passport"
-            | b"routing"
-            | b"dob"
-            | b"ssn"
-            | b"tin"
-            | b"ein"
-            | b"medicare"
-            | b"medicaid"
-            | b"nino"
-    )
-}
+const ID_DOCUMENTS: &[&[u8]] = &[
+    b"license",
+    b"licence",
+    b"passport",
+    b"routing",
+    b"dob",
+    b"ssn",
+    b"tin",
+    b"ein",
+    b"medicare",
+    b"medicaid",
+    b"nino",
+];
 
 /// Scanner state: the last few words and where context cues were last seen.
 struct ContextScanner {
@@ -1105,13 +1183,34 @@ impl ContextScanner {
         at.is_some_and(|a| n - a <= k)
     }
 
-    fn word(&mut self, cur: Word) {
+    fn word(&mut self, mut cur: Word) {
+        cur.lex = Lex::of(cur.key());
+        if street_compound(cur.text()) {
+            cur.lex |= Lex::STREET | Lex::STREET_COMPOUND;
+        }
         if let Some(x) = self.recent.get_mut(self.n % CTX_WINDOW) {
             *x = cur;
         }
         self.n += 1;
         let n = self.n;
-        let (p1, p2, p3) = (self.back(1), self.back(2), self.back(3));
+        let p1 = self.back(1);
+        // Most words are plain: lowercase, no digit, in no word list that a rule tests the
+        // current word for (openers and name leads are tested one word later). Such a word can only
+        // complete a name cue after a `NAME_LEAD` word or a question; every other rule
+        // needs a capital, a digit or a listed word, so only the runs are reset.
+        if cur.lex & !(Lex::OPENER | Lex::NAME_LEAD) == 0
+            && !cur.cap
+            && !cur.caps
+            && cur.digits == 0
+            && !p1.in_list(Lex::NAME_LEAD)
+            && p1.after != '?'
+        {
+            self.cap_run = 0;
+            self.any_run = 0;
+            self.any_run_accent = false;
+            return;
+        }
+        let (p2, p3) = (self.back(2), self.back(3));
         let c = cur.text();
         let mut f = RiskFlags::NONE;
 
@@ -1119,7 +1218,7 @@ impl ContextScanner {
         // capitalised word.
         let p1_cue = p1.text();
         if cur.cap
-            && (p1.cap && honorific(p1_cue)
+            && (p1.cap && p1.in_list(Lex::HONORIFIC)
                 || matches!(p1_cue, b"named" | b"called") && !p1.hyphen
                 || p1.is(b"dear") && p1.cap
                 || p1.after == ',' && matches!(p1_cue, b"regards" | b"sincerely" | b"cheers")
@@ -1131,7 +1230,7 @@ impl ContextScanner {
                     && !cur.start
                 || p1.is(b"at") && p2.is(b"shouted")
                 || p1.is(b"by") && matches!(p2.text(), b"directed" | b"produced")
-                || relative(p1_cue) && matches!(p2.text(), b"my" | b"our"))
+                || p1.in_list(Lex::RELATIVE) && matches!(p2.text(), b"my" | b"our"))
         {
             f |= RiskFlags::NAME;
         }
@@ -1151,7 +1250,7 @@ impl ContextScanner {
             && p1.cap
             && p1.letters == 1
             && p1.digits == 0
-            && (p1.after == '\0' || p1.after == '.' && !sentence_opener(c))
+            && (p1.after == '\0' || p1.after == '.' && !cur.in_list(Lex::OPENER))
             && p2.cap
             && p2.letters >= 2
             && p2.after == '\0'
@@ -1192,7 +1291,7 @@ impl ContextScanner {
         {
             f |= RiskFlags::NAME;
         }
-        if personal_context(c) {
+        if cur.in_list(Lex::PERSONAL) {
             self.context_at = Some(n);
             if Self::within(self.name_run_at, n, 4) {
                 f |= RiskFlags::NAME;
@@ -1200,13 +1299,14 @@ impl ContextScanner {
         }
 
         // Addresses: a house number before a street word, or a street name before a number.
-        let street_cur = street_word(c) && (cur.cap || matches!(c, b"rue" | b"str" | b"calle"));
+        let street_cur =
+            cur.in_list(Lex::STREET) && (cur.cap || matches!(c, b"rue" | b"str" | b"calle"));
         if street_cur && (1..=4).any(|k| self.back(k).house_number()) {
             f |= RiskFlags::ADDRESS;
         }
         if cur.house_number()
-            && (street_compound(p1_cue) && p1.cap
-                || street_word(p2.text())
+            && (p1.in_list(Lex::STREET_COMPOUND) && p1.cap
+                || p2.in_list(Lex::STREET)
                     && p2.cap
                     && p1.cap
                     && !matches!(p2.text(), b"st" | b"dr")
@@ -1288,7 +1388,7 @@ impl ContextScanner {
         {
             f |= RiskFlags::IDENTITY;
         }
-        if id_document(c)
+        if cur.in_list(Lex::ID_DOCUMENT)
             || cur.is(b"number") && matches!(p1_cue, b"account" | b"policy" | b"member" | b"id")
             || cur.is(b"id") && p1.is(b"tax")
         {
@@ -1311,8 +1411,29 @@ fn scan_context(text: &str) -> RiskFlags {
     let mut start = true;
     let mut hyphen = false;
     let mut first = true;
-    let mut upper = 0usize;
-    for c in text.chars() {
+    let mut upper = 0u32;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if any && b.is_ascii_alphabetic() {
+            // A later ASCII letter of a word: what the general path below does for it.
+            if let Some(slot) = cur.w.get_mut(cur.len) {
+                *slot = b.to_ascii_lowercase();
+                cur.len += 1;
+            } else {
+                cur.odd = true;
+            }
+            cur.letters = cur.letters.saturating_add(1);
+            if b.is_ascii_uppercase() {
+                upper = upper.saturating_add(1);
+            }
+            i += 1;
+            continue;
+        }
+        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+            break;
+        };
+        i += c.len_utf8();
         let latin = super::text::fold_latin(c);
         let digit = c.is_ascii_digit();
         if latin.is_some() || digit || (c.is_alphabetic() && !c.is_ascii()) {
@@ -1340,11 +1461,11 @@ fn scan_context(text: &str) -> RiskFlags {
             }
             cur.accent |= latin.is_some() && !c.is_ascii();
             if digit {
-                cur.digits += 1;
+                cur.digits = cur.digits.saturating_add(1);
             } else {
-                cur.letters += 1;
+                cur.letters = cur.letters.saturating_add(1);
                 if c.is_uppercase() {
-                    upper += 1;
+                    upper = upper.saturating_add(1);
                     if first {
                         cur.cap = true;
                     }
@@ -1395,8 +1516,9 @@ fn scan_context(text: &str) -> RiskFlags {
 // ---------------------------------------------------------------- injection cues
 
 /// Cue words; everything else is `Other`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 enum Cue {
+    #[default]
     Other,
     /// ignore, disregard, forget, override, bypass, ...
     Drop,
@@ -1462,66 +1584,217 @@ enum Cue {
     Imagine,
 }
 
-fn cue(w: &[u8], all_caps: bool) -> Cue {
-    if all_caps && w == b"dan" {
+/// Cue words by cue (every other word is `Cue::Other`).
+const CUE_WORDS: &[(Cue, &[&[u8]])] = &[
+    (
+        Cue::Drop,
+        &[
+            b"ignore",
+            b"ignoring",
+            b"disregard",
+            b"disregarding",
+            b"forget",
+            b"override",
+            b"bypass",
+            b"neglect",
+            b"discard",
+            b"abandon",
+            b"overlook",
+            b"ignoriere",
+            b"ignorieren",
+            b"vergiss",
+            b"vergessen",
+            b"ignorez",
+            b"oubliez",
+            b"oublie",
+            b"ignora",
+            b"olvida",
+            b"olvide",
+            b"olvidate",
+            b"zaboravi",
+        ],
+    ),
+    (
+        Cue::Previous,
+        &[
+            b"previous",
+            b"prior",
+            b"above",
+            b"earlier",
+            b"preceding",
+            b"former",
+            b"initial",
+            b"original",
+            b"vorherigen",
+            b"bisherigen",
+            b"obigen",
+            b"vorangegangenen",
+            b"vorigen",
+            b"davor",
+            b"precedentes",
+            b"anteriores",
+            b"anteriors",
+        ],
+    ),
+    (
+        Cue::Rules,
+        &[
+            b"instructions",
+            b"instruction",
+            b"rules",
+            b"guidelines",
+            b"directions",
+            b"directives",
+            b"prompt",
+            b"prompts",
+            b"restrictions",
+            b"constraints",
+            b"guardrails",
+            b"policies",
+            b"programming",
+            b"safeguards",
+            b"filters",
+            b"limitations",
+            b"anweisungen",
+            b"regeln",
+            b"consignes",
+            b"instrucciones",
+            b"reglas",
+            b"instrukcije",
+            b"instruktionen",
+            b"befehle",
+        ],
+    ),
+    (Cue::You, &[b"you", b"du"]),
+    (Cue::Are, &[b"are", b"bist"]),
+    (Cue::YouAre, &[b"youre"]),
+    (Cue::Longer, &[b"longer"]),
+    (
+        Cue::Fiction,
+        &[
+            b"fictional",
+            b"fictitious",
+            b"hypothetical",
+            b"hypothetically",
+        ],
+    ),
+    (Cue::Start, &[b"start", b"begin", b"starting", b"beginning"]),
+    (Cue::Response, &[b"response", b"reply", b"answer"]),
+    (Cue::Now, &[b"now"]),
+    (Cue::From, &[b"from"]),
+    (Cue::On, &[b"on"]),
+    (Cue::Act, &[b"act"]),
+    (Cue::As, &[b"as"]),
+    (
+        Cue::Pretend,
+        &[b"pretend", b"pretending", b"roleplay", b"impersonate"],
+    ),
+    (Cue::Role, &[b"role"]),
+    (Cue::Play, &[b"play"]),
+    (
+        Cue::ModeName,
+        &[
+            b"developer",
+            b"dev",
+            b"god",
+            b"dan",
+            b"debug",
+            b"admin",
+            b"sudo",
+        ],
+    ),
+    (Cue::Mode, &[b"mode"]),
+    (
+        Cue::Unbound,
+        &[
+            b"jailbreak",
+            b"jailbroken",
+            b"jailbreaking",
+            b"uncensored",
+            b"unfiltered",
+            b"unrestricted",
+            b"amoral",
+        ],
+    ),
+    (Cue::Do, &[b"do"]),
+    (Cue::Anything, &[b"anything"]),
+    (Cue::Without, &[b"no", b"without"]),
+    (Cue::Stay, &[b"stay"]),
+    (Cue::In, &[b"in"]),
+    (Cue::Character, &[b"character"]),
+    (Cue::System, &[b"system"]),
+    (
+        Cue::Reveal,
+        &[
+            b"reveal",
+            b"repeat",
+            b"print",
+            b"show",
+            b"display",
+            b"output",
+            b"leak",
+            b"dump",
+            b"disclose",
+            b"tell",
+            b"recite",
+        ],
+    ),
+    (Cue::Your, &[b"your"]),
+    (Cue::Task, &[b"task", b"mission", b"job", b"goal"]),
+    (Cue::Tasked, &[b"tasked", b"instructed", b"commissioned"]),
+    (Cue::Purely, &[b"purely", b"solely"]),
+    (Cue::For, &[b"for"]),
+    (
+        Cue::Educational,
+        &[
+            b"educational",
+            b"research",
+            b"academic",
+            b"artistic",
+            b"entertainment",
+        ],
+    ),
+    (Cue::Purposes, &[b"purpose", b"purposes"]),
+    (Cue::Imagine, &[b"imagine"]),
+    (
+        Cue::Det,
+        &[b"the", b"all", b"any", b"these", b"those", b"my", b"of"],
+    ),
+    (
+        Cue::Words,
+        &[
+            b"words",
+            b"text",
+            b"everything",
+            b"message",
+            b"messages",
+            b"content",
+            b"alles",
+            b"todo",
+            b"tout",
+            b"sve",
+        ],
+    ),
+];
+
+/// The cue of a word, packed by [`lexicon::pack`] (`all_caps`: written in capitals, at least
+/// two letters).
+fn cue(key: u128, all_caps: bool) -> Cue {
+    static TABLE: OnceLock<WordTable<Cue>> = OnceLock::new();
+    static DAN: OnceLock<Option<u128>> = OnceLock::new();
+    if all_caps && Some(key) == *DAN.get_or_init(|| lexicon::pack(b"dan")) {
         return Cue::Dan;
     }
-    match w {
-        b"ignore" | b"ignoring" | b"disregard" | b"disregarding" | b"forget" | b"override"
-        | b"bypass" | b"neglect" | b"discard" | b"abandon" | b"overlook" | b"ignoriere"
-        | b"ignorieren" | b"vergiss" | b"vergessen" | b"ignorez" | b"oubliez" | b"oublie"
-        | b"ignora" | b"olvida" | b"olvide" | b"olvidate" | b"zaboravi" => Cue::Drop,
-        b"previous" | b"prior" | b"above" | b"earlier" | b"preceding" | b"former" | b"initial"
-        | b"original" | b"vorherigen" | b"bisherigen" | b"obigen" | b"vorangegangenen"
-        | b"vorigen" | b"davor" | b"precedentes" | b"anteriores" | b"anteriors" => Cue::Previous,
-        b"instructions" | b"instruction" | b"rules" | b"guidelines" | b"directions"
-        | b"directives" | b"prompt" | b"prompts" | b"restrictions" | b"constraints"
-        | b"guardrails" | b"policies" | b"programming" | b"safeguards" | b"filters"
-        | b"limitations" | b"anweisungen" | b"regeln" | b"consignes" | b"instrucciones"
-        | b"reglas" | b"instrukcije" | b"instruktionen" | b"befehle" => Cue::Rules,
-        b"you" | b"du" => Cue::You,
-        b"are" | b"bist" => Cue::Are,
-        b"youre" => Cue::YouAre,
-        b"longer" => Cue::Longer,
-        b"fictional" | b"fictitious" | b"hypothetical" | b"hypothetically" => Cue::Fiction,
-        b"start" | b"begin" | b"starting" | b"beginning" => Cue::Start,
-        b"response" | b"reply" | b"answer" => Cue::Response,
-        b"now" => Cue::Now,
-        b"from" => Cue::From,
-        b"on" => Cue::On,
-        b"act" => Cue::Act,
-        b"as" => Cue::As,
-        b"pretend" | b"pretending" | b"roleplay" | b"impersonate" => Cue::Pretend,
-        b"role" => Cue::Role,
-        b"play" => Cue::Play,
-        b"developer" | b"dev" | b"god" | b"dan" | b"debug" | b"admin" | b"sudo" => Cue::ModeName,
-        b"mode" => Cue::Mode,
-        b"jailbreak" | b"jailbroken" | b"jailbreaking" | b"uncensored" | b"unfiltered"
-        | b"unrestricted" | b"amoral" => Cue::Unbound,
-        b"do" => Cue::Do,
-        b"anything" => Cue::Anything,
-        b"no" | b"without" => Cue::Without,
-        b"stay" => Cue::Stay,
-        b"in" => Cue::In,
-        b"character" => Cue::Character,
-        b"system" => Cue::System,
-        b"reveal" | b"repeat" | b"print" | b"show" | b"display" | b"output" | b"leak" | b"dump"
-        | b"disclose" | b"tell" | b"recite" => Cue::Reveal,
-        b"your" => Cue::Your,
-        b"task" | b"mission" | b"job" | b"goal" => Cue::Task,
-        b"tasked" | b"instructed" | b"commissioned" => Cue::Tasked,
-        b"purely" | b"solely" => Cue::Purely,
-        b"for" => Cue::For,
-        b"educational" | b"research" | b"academic" | b"artistic" | b"entertainment" => {
-            Cue::Educational
-        }
-        b"purpose" | b"purposes" => Cue::Purposes,
-        b"imagine" => Cue::Imagine,
-        b"the" | b"all" | b"any" | b"these" | b"those" | b"my" | b"of" => Cue::Det,
-        b"words" | b"text" | b"everything" | b"message" | b"messages" | b"content" | b"alles"
-        | b"todo" | b"tout" | b"sve" => Cue::Words,
-        _ => Cue::Other,
-    }
+    TABLE
+        .get_or_init(|| {
+            WordTable::new(
+                CUE_WORDS
+                    .iter()
+                    .flat_map(|&(c, words)| words.iter().map(move |&w| (w, c))),
+                |_, b| b,
+            )
+        })
+        .get_packed(key)
 }
 
 /// Whether `c` is a determiner ("your" has its own cue).
@@ -1619,12 +1892,31 @@ pub fn scan_injection(text: &str) -> RiskFlags {
         n: 0,
         flags: RiskFlags::NONE,
     };
-    let mut w = [0u8; 16];
+    let mut w = [0u8; lexicon::MAX_WORD];
     let mut len = 0usize;
     let mut long = false;
     let mut all_caps = true;
     let mut any = false;
-    for c in text.chars() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii_alphabetic() {
+            // An ASCII letter: what the general path below does for it.
+            if let Some(slot) = w.get_mut(len) {
+                *slot = b.to_ascii_lowercase();
+                len += 1;
+            } else {
+                long = true;
+            }
+            all_caps &= b.is_ascii_uppercase();
+            any = true;
+            i += 1;
+            continue;
+        }
+        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+            break;
+        };
+        i += c.len_utf8();
         if let Some(l) = super::text::fold_latin(c) {
             if let Some(slot) = w.get_mut(len) {
                 *slot = l;
@@ -1642,12 +1934,14 @@ pub fn scan_injection(text: &str) -> RiskFlags {
             continue;
         }
         if any {
+            // Bytes past `len` are zero: `w` is cleared after every word.
             let cue_word = if long {
                 Cue::Other
             } else {
-                cue(w.get(..len).unwrap_or_default(), all_caps && len > 1)
+                cue(u128::from_le_bytes(w), all_caps && len > 1)
             };
             m.word(cue_word);
+            w = [0; lexicon::MAX_WORD];
         }
         len = 0;
         long = false;
@@ -1658,7 +1952,7 @@ pub fn scan_injection(text: &str) -> RiskFlags {
         let cue_word = if long {
             Cue::Other
         } else {
-            cue(w.get(..len).unwrap_or_default(), all_caps && len > 1)
+            cue(u128::from_le_bytes(w), all_caps && len > 1)
         };
         m.word(cue_word);
     }
@@ -2008,6 +2302,39 @@ mod tests {
         if let Ok(path) = std::env::var("RISK_EVAL_MISSES") {
             let _ = std::fs::write(path, log);
         }
+    }
+
+    #[test]
+    fn every_listed_word_is_found_in_its_table() {
+        let lists: [(&[&[u8]], u16); 6] = [
+            (HONORIFICS, Lex::HONORIFIC),
+            (STREET_WORDS, Lex::STREET),
+            (PERSONAL_CONTEXT, Lex::PERSONAL),
+            (SENTENCE_OPENERS, Lex::OPENER),
+            (RELATIVES, Lex::RELATIVE),
+            (ID_DOCUMENTS, Lex::ID_DOCUMENT),
+        ];
+        for (words, bit) in lists {
+            for &w in words {
+                assert!(w.len() <= CTX_WORD, "{w:?} is longer than a context word");
+                assert!(
+                    Lex::of(lexicon::pack(w)) & bit != 0,
+                    "{}",
+                    String::from_utf8_lossy(w)
+                );
+            }
+        }
+        for &(c, words) in CUE_WORDS {
+            for &w in words {
+                let key = lexicon::pack(w).expect("cue words fit a key");
+                assert_eq!(cue(key, false), c, "{}", String::from_utf8_lossy(w));
+            }
+        }
+        let key = |w: &[u8]| lexicon::pack(w).unwrap_or_default();
+        assert_eq!(cue(key(b"dan"), true), Cue::Dan);
+        assert_eq!(cue(key(b"dan"), false), Cue::ModeName);
+        assert_eq!(cue(key(b"ignores"), false), Cue::Other);
+        assert_eq!(Lex::of(lexicon::pack(b"streets")), 0);
     }
 
     #[test]

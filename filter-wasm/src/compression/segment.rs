@@ -128,8 +128,44 @@ impl Segmenter {
     /// Feeds `chunk`, which starts at byte `base` of the builder's text; completed sentences
     /// are appended to `out`.
     pub(crate) fn feed(&mut self, chunk: &str, base: usize, out: &mut Vec<Span>) {
-        for (i, c) in chunk.char_indices() {
+        let bytes = chunk.as_bytes();
+        let mut i = 0;
+        while let Some(&b) = bytes.get(i) {
+            if b.is_ascii_alphanumeric() && self.continues_run(base + i) {
+                // Inside a word: what `step` would do, without decoding a character.
+                self.content_end = base + i + 1;
+                if let Some(slot) = self.prefix.get_mut(self.prefix_len) {
+                    *slot = b;
+                    self.prefix_len += 1;
+                }
+                if let Some(slot) = self.tok.get_mut(self.tok_len) {
+                    *slot = b.to_ascii_lowercase();
+                    self.tok_len += 1;
+                }
+                i += 1;
+                continue;
+            }
+            let Some(c) = chunk.get(i..).and_then(|rest| rest.chars().next()) else {
+                break;
+            };
             self.step(c, base + i, out);
+            i += c.len_utf8();
+        }
+    }
+
+    /// Whether a letter or digit at byte `p` only extends the current run: it follows a
+    /// content character of the same line, no terminator is pending and the run and
+    /// sentence caps are not reached (so `step` would record it and change nothing else).
+    #[inline]
+    fn continues_run(&self, p: usize) -> bool {
+        match self.start {
+            Some(start)
+                if !self.prev_ws && self.pending == Pending::None && self.line_has_content =>
+            {
+                let run_from = self.run_start.max(start);
+                p - run_from < self.run_max && p - start < self.hard_max && self.newlines == 0
+            }
+            _ => false,
         }
     }
 

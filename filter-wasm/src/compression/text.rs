@@ -25,6 +25,9 @@
 //! ("centi-tokens") so that sums stay exact.
 
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::OnceLock;
+
+use super::lexicon::WordTable;
 
 /// Centi-tokens per token.
 pub(crate) const CENTI: u32 = 100;
@@ -467,124 +470,26 @@ impl Hasher for PreHashed {
 pub(crate) type PreHashedBuild = BuildHasherDefault<PreHashed>;
 
 /// English function words that carry no topic (skipped as scoring terms).
+const STOPWORDS: &[&[u8]] = &[
+    b"about", b"above", b"after", b"again", b"all", b"also", b"am", b"an", b"and", b"any", b"are",
+    b"as", b"at", b"be", b"been", b"before", b"being", b"below", b"between", b"both", b"but",
+    b"by", b"can", b"could", b"did", b"do", b"does", b"doing", b"down", b"during", b"each", b"few",
+    b"for", b"from", b"further", b"had", b"has", b"have", b"having", b"he", b"her", b"here",
+    b"hers", b"him", b"his", b"how", b"if", b"in", b"into", b"is", b"it", b"its", b"just", b"me",
+    b"more", b"most", b"my", b"no", b"nor", b"not", b"now", b"of", b"off", b"on", b"once", b"only",
+    b"or", b"other", b"our", b"ours", b"out", b"over", b"own", b"same", b"she", b"should", b"so",
+    b"some", b"such", b"than", b"that", b"the", b"their", b"them", b"then", b"there", b"these",
+    b"they", b"this", b"those", b"through", b"to", b"too", b"under", b"until", b"up", b"very",
+    b"was", b"we", b"were", b"what", b"when", b"where", b"which", b"while", b"who", b"whom",
+    b"why", b"will", b"with", b"would", b"you", b"your", b"yours",
+];
+
+/// Whether `w` (lowercase ASCII) is in [`STOPWORDS`].
 fn is_stopword(w: &str) -> bool {
-    matches!(
-        w,
-        "about"
-            | "above"
-            | "after"
-            | "again"
-            | "all"
-            | "also"
-            | "am"
-            | "an"
-            | "and"
-            | "any"
-            | "are"
-            | "as"
-            | "at"
-            | "be"
-            | "been"
-            | "before"
-            | "being"
-            | "below"
-            | "between"
-            | "both"
-            | "but"
-            | "by"
-            | "can"
-            | "could"
-            | "did"
-            | "do"
-            | "does"
-            | "doing"
-            | "down"
-            | "during"
-            | "each"
-            | "few"
-            | "for"
-            | "from"
-            | "further"
-            | "had"
-            | "has"
-            | "have"
-            | "having"
-            | "he"
-            | "her"
-            | "here"
-            | "hers"
-            | "him"
-            | "his"
-            | "how"
-            | "if"
-            | "in"
-            | "into"
-            | "is"
-            | "it"
-            | "its"
-            | "just"
-            | "me"
-            | "more"
-            | "most"
-            | "my"
-            | "no"
-            | "nor"
-            | "not"
-            | "now"
-            | "of"
-            | "off"
-            | "on"
-            | "once"
-            | "only"
-            | "or"
-            | "other"
-            | "our"
-            | "ours"
-            | "out"
-            | "over"
-            | "own"
-            | "same"
-            | "she"
-            | "should"
-            | "so"
-            | "some"
-            | "such"
-            | "than"
-            | "that"
-            | "the"
-            | "their"
-            | "them"
-            | "then"
-            | "there"
-            | "these"
-            | "they"
-            | "this"
-            | "those"
-            | "through"
-            | "to"
-            | "too"
-            | "under"
-            | "until"
-            | "up"
-            | "very"
-            | "was"
-            | "we"
-            | "were"
-            | "what"
-            | "when"
-            | "where"
-            | "which"
-            | "while"
-            | "who"
-            | "whom"
-            | "why"
-            | "will"
-            | "with"
-            | "would"
-            | "you"
-            | "your"
-            | "yours"
-    )
+    static TABLE: OnceLock<WordTable<bool>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| WordTable::new(STOPWORDS.iter().map(|&w| (w, true)), |a, _| a))
+        .get(w.as_bytes())
 }
 
 /// Folds a Latin letter to lowercase ASCII where it has an obvious base letter.
@@ -726,7 +631,24 @@ pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
     let mut total: u32 = 0;
     let mut fp = Fnv::new();
     let mut prev_cjk: Option<char> = None;
-    for c in text.chars() {
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b.is_ascii_alphabetic() {
+            // An ASCII letter: what the general path below does for a `Latin` character.
+            let l = b.to_ascii_lowercase();
+            word.push(CharClass::Latin);
+            term.buf.push(char::from(l));
+            term.chars += 1;
+            prev_cjk = None;
+            fp.byte(l);
+            i += 1;
+            continue;
+        }
+        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
+            break;
+        };
+        i += c.len_utf8();
         let class = classify(c);
         let cjk = matches!(class, CharClass::Ideograph | CharClass::NoSpaceLetter);
         match class {

@@ -1,0 +1,144 @@
+//! Word lists looked up in one probe.
+//!
+//! The risk scanners compare every word of user text with a few hundred cue words (titles,
+//! street words, injection cues, ...). A chain of slice comparisons per list costs a
+//! `memcmp` per candidate of the same length, several lists per word; this table packs a
+//! folded word of up to [`MAX_WORD`] bytes into one `u128` and finds it with a single
+//! multiplicative hash and, almost always, one probe of an open-addressing table. Lookups
+//! give exactly the answer of the lists they are built from.
+
+/// Longest word (in folded bytes) a table can hold; longer words are never found.
+pub(crate) const MAX_WORD: usize = 16;
+
+/// Packs `w` (1 to [`MAX_WORD`] bytes, none of them zero) into a key; `None` for an empty
+/// or longer word. Zero padding keeps keys of different lengths apart because cue words hold
+/// no zero byte.
+#[inline]
+pub(crate) fn pack(w: &[u8]) -> Option<u128> {
+    if w.is_empty() || w.len() > MAX_WORD {
+        return None;
+    }
+    let mut b = [0u8; MAX_WORD];
+    b.get_mut(..w.len())?.copy_from_slice(w);
+    Some(u128::from_le_bytes(b))
+}
+
+/// An immutable set of words, each with a value; built once from static lists.
+pub(crate) struct WordTable<V: Copy> {
+    /// `(key, value)`; key 0 marks an empty slot (no packed word is 0).
+    slots: Vec<(u128, V)>,
+    /// log2 of the slot count.
+    bits: u32,
+}
+
+impl<V: Copy + Default> WordTable<V> {
+    /// Builds a table from `(word, value)` entries; a word listed twice gets
+    /// `merge(old, new)`. Entries that do not pack (empty, longer than [`MAX_WORD`]) are
+    /// skipped, so no lookup can find them either.
+    pub(crate) fn new<'a>(
+        entries: impl IntoIterator<Item = (&'a [u8], V)>,
+        merge: impl Fn(V, V) -> V,
+    ) -> Self {
+        let entries: Vec<(u128, V)> = entries
+            .into_iter()
+            .filter_map(|(w, v)| pack(w).map(|k| (k, v)))
+            .collect();
+        // At most a quarter full: probes stay short.
+        let mut bits = 4;
+        while (1usize << bits) < entries.len().saturating_mul(4) {
+            bits += 1;
+        }
+        let mut table = WordTable {
+            slots: vec![(0, V::default()); 1 << bits],
+            bits,
+        };
+        for (k, v) in entries {
+            let mask = table.slots.len() - 1;
+            let mut i = table.slot(k);
+            while let Some(slot) = table.slots.get_mut(i) {
+                if slot.0 == 0 {
+                    *slot = (k, v);
+                    break;
+                }
+                if slot.0 == k {
+                    slot.1 = merge(slot.1, v);
+                    break;
+                }
+                i = (i + 1) & mask;
+            }
+        }
+        table
+    }
+
+    #[inline]
+    fn slot(&self, k: u128) -> usize {
+        let x = (k as u64) ^ ((k >> 64) as u64).rotate_left(29);
+        (x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+    }
+
+    /// The value of `w`, or `V::default()` when it is not in the table.
+    #[inline]
+    pub(crate) fn get(&self, w: &[u8]) -> V {
+        match pack(w) {
+            Some(k) => self.get_packed(k),
+            None => V::default(),
+        }
+    }
+
+    /// The value of a packed word, or `V::default()`.
+    #[inline]
+    pub(crate) fn get_packed(&self, k: u128) -> V {
+        let mask = self.slots.len() - 1;
+        let mut i = self.slot(k);
+        // The table is never full, so an empty slot ends every probe sequence; the bound
+        // only guards against a logic error.
+        for _ in 0..self.slots.len() {
+            match self.slots.get(i) {
+                Some(&(key, v)) if key == k => return v,
+                Some(&(0, _)) | None => return V::default(),
+                Some(_) => i = (i + 1) & mask,
+            }
+        }
+        V::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_exactly_the_listed_words() {
+        let words: [&[u8]; 5] = [b"a", b"ab", b"abc", b"sixteen_letters!", b"street"];
+        let t = WordTable::new(words.iter().map(|&w| (w, 1u8)), |a, b| a | b);
+        for w in words {
+            assert_eq!(t.get(w), 1, "{:?}", String::from_utf8_lossy(w));
+        }
+        for w in [&b""[..], b"abcd", b"b", b"streets", b"sixteen_letters!!"] {
+            assert_eq!(t.get(w), 0, "{:?}", String::from_utf8_lossy(w));
+        }
+    }
+
+    #[test]
+    fn merges_repeated_words() {
+        let t = WordTable::new([(&b"dr"[..], 1u8), (b"dr", 2), (b"st", 4)], |a, b| a | b);
+        assert_eq!(t.get(b"dr"), 3);
+        assert_eq!(t.get(b"st"), 4);
+    }
+
+    #[test]
+    fn large_tables_have_no_lost_entries() {
+        let words: Vec<String> = (0..5000).map(|i| format!("w{i}")).collect();
+        let t = WordTable::new(
+            words
+                .iter()
+                .enumerate()
+                .map(|(i, w)| (w.as_bytes(), i as u32 + 1)),
+            |_, b| b,
+        );
+        for (i, w) in words.iter().enumerate() {
+            assert_eq!(t.get(w.as_bytes()), i as u32 + 1);
+        }
+        assert_eq!(t.get(b"w5000"), 0);
+    }
+}

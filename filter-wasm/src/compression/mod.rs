@@ -36,6 +36,7 @@
     )
 )]
 
+mod lexicon;
 mod rank;
 pub mod risk;
 mod segment;
@@ -186,9 +187,10 @@ pub struct CompressionConfig {
     /// 2048, about 45K tokens of prose). A longer prompt is pruned while it streams in:
     /// whenever more candidates than this have arrived, the first eighth of the prompt and
     /// the newest quarter stay, and of the candidates in between only an eighth of the cap
-    /// is kept, the best by TextRank and TF-IDF among what has arrived. Each prune costs one
-    /// ranking of this many sentences, so the work left after the last body byte stays
-    /// bounded whatever the prompt's length. Risk-flagged and pinned sentences are never
+    /// is kept, the best by TF-IDF among what has arrived (TextRank joins in the final
+    /// ranking only: its similarity graph, rebuilt at every prune, cost a fifth of the
+    /// filter's time on a 1 MiB prompt). Each prune scores this many sentences, so the work
+    /// left after the last body byte stays bounded whatever the prompt's length. Risk-flagged and pinned sentences are never
     /// pruned; prompts with fewer sentences are ranked exactly as without the cap.
     pub max_ranked_sentences: u32,
 }
@@ -835,8 +837,9 @@ impl PromptBuilder {
     /// Cuts the candidate pool to half of `max_ranked_sentences`. The oldest eighth (the
     /// start of the prompt, which the position curve favours) and the newest quarter (which
     /// may turn out to be its end) stay; of the candidates in between, an eighth is kept,
-    /// best first by TextRank and TF-IDF among what has arrived so far (position is left
-    /// out: where they will sit in the final prompt is not known yet).
+    /// best first by TF-IDF among what has arrived so far. Position is left out (where they
+    /// will sit in the final prompt is not known yet), and so is TextRank, whose graph would
+    /// be rebuilt at every prune; both count in the final ranking.
     fn prune(&mut self) {
         let cap = self.max_ranked();
         let head = cap / 8;
@@ -848,6 +851,7 @@ impl PromptBuilder {
         let mut cols = RankColumns::default();
         let params = rank::Params {
             position: 0.0,
+            textrank: 0.0,
             ..self.params
         };
         let scores = rank::scores(&self.rank_input(&idx, &mut cols), &params);

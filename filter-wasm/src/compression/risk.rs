@@ -164,11 +164,23 @@ impl fmt::Display for RiskFlags {
 
 /// Runs every detector over `text`. Linear time; never panics.
 pub fn scan(text: &str) -> RiskFlags {
-    scan_pii(text) | scan_injection(text) | scan_encoded(text)
+    let (context, injection) = scan_words(text);
+    scan_patterns(text) | context | injection | scan_encoded(text)
 }
 
 /// Personal-data detectors only.
 pub fn scan_pii(text: &str) -> RiskFlags {
+    scan_patterns(text) | scan_words(text).0
+}
+
+/// Injection-cue detector only (instruction overrides, role-play, prompt extraction).
+pub fn scan_injection(text: &str) -> RiskFlags {
+    scan_words(text).1
+}
+
+/// Personal data with a fixed shape: dates of birth, e-mail addresses, card, SSN and
+/// phone numbers, IBANs and IP addresses.
+fn scan_patterns(text: &str) -> RiskFlags {
     let b = text.as_bytes();
     let mut has_digit = false;
     let mut has_at = false;
@@ -178,7 +190,7 @@ pub fn scan_pii(text: &str) -> RiskFlags {
         has_at |= x == b'@';
         has_colon |= x == b':';
     }
-    let mut f = scan_context(text);
+    let mut f = RiskFlags::NONE;
     if has_digit && has_full_date(b) {
         f |= RiskFlags::IDENTITY;
     }
@@ -1401,9 +1413,13 @@ impl ContextScanner {
     }
 }
 
-/// Personal-data context cues: names after titles, introductions and greetings or near
-/// personal words, street addresses, ages, dates of birth and document numbers.
-fn scan_context(text: &str) -> RiskFlags {
+/// The word-level detectors, in one pass over `text`: personal-data context cues (names
+/// after titles, introductions and greetings or near personal words, street addresses,
+/// ages, dates of birth and document numbers) and injection cues. Returns `(personal,
+/// injection)` flags. The two split words differently: a context word also holds digits
+/// and letters of other scripts, which end a cue word.
+fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
+    let mut inj = CueWords::new();
     let mut s = ContextScanner::new();
     let mut cur = Word::default();
     let mut any = false;
@@ -1417,6 +1433,7 @@ fn scan_context(text: &str) -> RiskFlags {
     while let Some(&b) = bytes.get(i) {
         if any && b.is_ascii_alphabetic() {
             // A later ASCII letter of a word: what the general path below does for it.
+            inj.letter(b.to_ascii_lowercase(), b.is_ascii_uppercase());
             if let Some(slot) = cur.w.get_mut(cur.len) {
                 *slot = b.to_ascii_lowercase();
                 cur.len += 1;
@@ -1435,6 +1452,14 @@ fn scan_context(text: &str) -> RiskFlags {
         };
         i += c.len_utf8();
         let latin = super::text::fold_latin(c);
+        let skipped = c == '\''
+            || c == '\u{2019}'
+            || super::text::classify(c) == super::text::CharClass::Zero;
+        match latin {
+            Some(l) => inj.letter(l, c.is_uppercase()),
+            None if !skipped => inj.end(),
+            None => {}
+        }
         let digit = c.is_ascii_digit();
         if latin.is_some() || digit || (c.is_alphabetic() && !c.is_ascii()) {
             if !any {
@@ -1474,8 +1499,7 @@ fn scan_context(text: &str) -> RiskFlags {
             first = false;
             continue;
         }
-        if c == '\'' || c == '\u{2019}' || super::text::classify(c) == super::text::CharClass::Zero
-        {
+        if skipped {
             // "I'm" -> "im"; zero-width characters do not split words.
             continue;
         }
@@ -1510,7 +1534,7 @@ fn scan_context(text: &str) -> RiskFlags {
         cur.cap &= !cur.caps;
         s.word(cur);
     }
-    s.flags
+    (s.flags, inj.finish())
 }
 
 // ---------------------------------------------------------------- injection cues
@@ -1885,78 +1909,72 @@ impl CueMatcher {
     }
 }
 
-/// Injection-cue detector only (instruction overrides, role-play, prompt extraction).
-pub fn scan_injection(text: &str) -> RiskFlags {
-    let mut m = CueMatcher {
-        recent: [Cue::Other; WINDOW],
-        n: 0,
-        flags: RiskFlags::NONE,
-    };
-    let mut w = [0u8; lexicon::MAX_WORD];
-    let mut len = 0usize;
-    let mut long = false;
-    let mut all_caps = true;
-    let mut any = false;
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b.is_ascii_alphabetic() {
-            // An ASCII letter: what the general path below does for it.
-            if let Some(slot) = w.get_mut(len) {
-                *slot = b.to_ascii_lowercase();
-                len += 1;
-            } else {
-                long = true;
-            }
-            all_caps &= b.is_ascii_uppercase();
-            any = true;
-            i += 1;
-            continue;
+/// Builds the injection scanner's words (runs of Latin letters, folded to lowercase ASCII;
+/// apostrophes and zero-width characters do not split them) and feeds their cues to a
+/// [`CueMatcher`].
+struct CueWords {
+    /// The word's first bytes; bytes past `len` are zero (cleared after every word).
+    w: [u8; lexicon::MAX_WORD],
+    len: usize,
+    /// Longer than `MAX_WORD`: matches no cue.
+    long: bool,
+    all_caps: bool,
+    any: bool,
+    m: CueMatcher,
+}
+
+impl CueWords {
+    fn new() -> Self {
+        CueWords {
+            w: [0; lexicon::MAX_WORD],
+            len: 0,
+            long: false,
+            all_caps: true,
+            any: false,
+            m: CueMatcher {
+                recent: [Cue::Other; WINDOW],
+                n: 0,
+                flags: RiskFlags::NONE,
+            },
         }
-        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
-            break;
-        };
-        i += c.len_utf8();
-        if let Some(l) = super::text::fold_latin(c) {
-            if let Some(slot) = w.get_mut(len) {
-                *slot = l;
-                len += 1;
-            } else {
-                long = true;
-            }
-            all_caps &= c.is_uppercase();
-            any = true;
-            continue;
-        }
-        if c == '\'' || c == '\u{2019}' || super::text::classify(c) == super::text::CharClass::Zero
-        {
-            // "you're" -> "youre"; zero-width characters do not split words.
-            continue;
-        }
-        if any {
-            // Bytes past `len` are zero: `w` is cleared after every word.
-            let cue_word = if long {
-                Cue::Other
-            } else {
-                cue(u128::from_le_bytes(w), all_caps && len > 1)
-            };
-            m.word(cue_word);
-            w = [0; lexicon::MAX_WORD];
-        }
-        len = 0;
-        long = false;
-        all_caps = true;
-        any = false;
     }
-    if any {
-        let cue_word = if long {
+
+    /// Appends a folded letter (`upper`: the original is uppercase).
+    #[inline]
+    fn letter(&mut self, l: u8, upper: bool) {
+        if let Some(slot) = self.w.get_mut(self.len) {
+            *slot = l;
+            self.len += 1;
+        } else {
+            self.long = true;
+        }
+        self.all_caps &= upper;
+        self.any = true;
+    }
+
+    /// Ends the current word, if any.
+    #[inline]
+    fn end(&mut self) {
+        if !self.any {
+            return;
+        }
+        let c = if self.long {
             Cue::Other
         } else {
-            cue(u128::from_le_bytes(w), all_caps && len > 1)
+            cue(u128::from_le_bytes(self.w), self.all_caps && self.len > 1)
         };
-        m.word(cue_word);
+        self.m.word(c);
+        self.w = [0; lexicon::MAX_WORD];
+        self.len = 0;
+        self.long = false;
+        self.all_caps = true;
+        self.any = false;
     }
-    m.flags
+
+    fn finish(mut self) -> RiskFlags {
+        self.end();
+        self.m.flags
+    }
 }
 
 #[cfg(test)]

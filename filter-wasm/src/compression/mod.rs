@@ -243,6 +243,17 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
 /// line holding one short sentence).
 const SHORT_LINE_CENTI: u32 = 1600;
 
+/// How one step of the risk-first selection picks sentences of its tier.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// The flagged sentences themselves ([`PromptBuilder::risk_order`]).
+    Flagged,
+    /// Neighbours of the kept flagged sentences ([`PromptBuilder::context_order`]).
+    Context,
+    /// The short lines of a kept personal-data sentence's record.
+    RecordLines,
+}
+
 /// Smallest accepted budget: room for a short question after the reserved tokens.
 pub const MIN_BUDGET_TOKENS: u32 = 16;
 /// Largest accepted budget.
@@ -937,21 +948,24 @@ impl PromptBuilder {
                 ratio,
             ));
             // Jailbreak cues, then personal data other than bare names, then the context of
-            // the jailbreak cues (a setup the jailbreak signal must see whole), then names
-            // (the noisiest cue), then one neighbour of each personal-data sentence.
+            // the jailbreak cues (a setup the jailbreak signal must see whole), then the
+            // rest of each personal-data record (the short lines around it: the name, city
+            // and country lines of an address block), then names (the noisiest cue), then
+            // the neighbours of each personal-data sentence.
             let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
             let steps = [
-                (RiskFlags::INJECTION, false),
-                (strong_pii, false),
-                (RiskFlags::INJECTION, true),
-                (RiskFlags::NAME, false),
-                (RiskFlags::PII, true),
+                (RiskFlags::INJECTION, Step::Flagged),
+                (strong_pii, Step::Flagged),
+                (RiskFlags::INJECTION, Step::Context),
+                (strong_pii, Step::RecordLines),
+                (RiskFlags::NAME, Step::Flagged),
+                (RiskFlags::PII, Step::Context),
             ];
-            for (tier, context) in steps {
-                let (order, cap) = if context {
-                    (self.context_order(&sel, tier), budget_centi)
-                } else {
-                    (self.risk_order(&sel, tier), limit)
+            for (tier, step) in steps {
+                let (order, cap) = match step {
+                    Step::Flagged => (self.risk_order(&sel, tier), limit),
+                    Step::Context => (self.context_order(&sel, tier, false), budget_centi),
+                    Step::RecordLines => (self.context_order(&sel, tier, true), budget_centi),
                 };
                 for i in order {
                     if let (Some(f), Some(s)) = (sel.get_mut(i), self.sentences.get(i)) {
@@ -1091,8 +1105,10 @@ impl PromptBuilder {
 
     /// Neighbours of the kept risk-flagged sentences, in the order they are kept: distance 1
     /// around every flagged sentence (earliest first), then distance 2, and so on, each side
-    /// until its allowance is used; see [`CompressionConfig::risk_context_tokens`].
-    fn context_order(&self, sel: &[bool], tier: RiskFlags) -> Vec<usize> {
+    /// until its allowance is used; see [`CompressionConfig::risk_context_tokens`]. With
+    /// `record_lines`, only the unbroken run of short lines around a personal-data sentence
+    /// (the rest of its record: no blank line crossed, within `pii_context_tokens`).
+    fn context_order(&self, sel: &[bool], tier: RiskFlags, record_lines: bool) -> Vec<usize> {
         /// How far one side of an anchor may still grow: centi-tokens left, and whether it
         /// may cross blank lines.
         #[derive(Clone, Copy)]
@@ -1112,6 +1128,11 @@ impl PromptBuilder {
                 (0, false)
             } else {
                 (pii, false)
+            };
+            let left = if record_lines && s.risk.intersects(RiskFlags::INJECTION) {
+                0
+            } else {
+                left
             };
             if left > 0 {
                 Side::Open { left, cross_blank }
@@ -1152,6 +1173,12 @@ impl PromptBuilder {
             self.sentences.get(i),
             self.sentences.get(i + 1),
         ) {
+            (Some(a), Some(b)) if record_lines => {
+                a.segment == b.segment
+                    && !a.ws_blank
+                    && short_line(to)
+                    && matches!(side, Side::Open { .. })
+            }
             (Some(a), Some(b)) => {
                 a.segment == b.segment
                     && matches!(side, Side::Open { cross_blank, .. }

@@ -567,13 +567,22 @@ fn check_invariants(b: &PromptBuilder, pinned: &[usize], budget: u32) -> Vec<usi
         }
     }
     // Risk-flagged sentences are present (one copy of each) whenever they fit; when the
-    // text has an injection cue, the cue's context outranks sentences flagged only as names.
+    // text has an injection cue, the cue's context outranks sentences flagged only as names,
+    // and so do the other lines of a personal-data record.
     let has_injection = b
         .sentences
         .iter()
         .any(|s| s.risk.intersects(RiskFlags::INJECTION));
+    let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
+    let all_strong: Vec<bool> = b
+        .sentences
+        .iter()
+        .map(|s| s.risk.intersects(strong_pii))
+        .collect();
+    let has_record_lines = !b.context_order(&all_strong, strong_pii, true).is_empty();
+    let names_give_way = has_injection || has_record_lines;
     let guaranteed =
-        |s: &Sentence| !(s.risk.is_empty() || has_injection && s.risk == RiskFlags::NAME);
+        |s: &Sentence| !(s.risk.is_empty() || names_give_way && s.risk == RiskFlags::NAME);
     let mut risk_centi = 0u64;
     let mut seen = std::collections::HashSet::new();
     for (i, s) in b.sentences.iter().enumerate() {
@@ -585,7 +594,7 @@ fn check_invariants(b: &PromptBuilder, pinned: &[usize], budget: u32) -> Vec<usi
         }
     }
     if pinned_centi + risk_centi <= budget_centi {
-        if !has_injection {
+        if !names_give_way {
             assert_eq!(r.risk_dropped_sentences, 0);
         }
         for s in b.sentences.iter().filter(|s| guaranteed(s)) {
@@ -614,7 +623,7 @@ fn context_around_an_injection_cue_is_kept() {
     let mut sel = vec![false; b.sentences.len()];
     sel[cue] = true;
     // Nearest first, alternating sides, across blank lines, about 160 tokens each side.
-    let ctx = b.context_order(&sel, RiskFlags::INJECTION);
+    let ctx = b.context_order(&sel, RiskFlags::INJECTION, false);
     assert_eq!(ctx[..4], [cue - 1, cue + 1, cue - 2, cue + 2]);
     let centi = |i: &usize| u64::from(b.sentences[*i].centi);
     let left: u64 = ctx.iter().filter(|&&i| i < cue).map(centi).sum();
@@ -634,7 +643,9 @@ fn context_around_an_injection_cue_is_kept() {
         ..cfg(256)
     };
     let b0 = build(&none, &[&text]);
-    assert!(b0.context_order(&sel, RiskFlags::INJECTION).is_empty());
+    assert!(b0
+        .context_order(&sel, RiskFlags::INJECTION, false)
+        .is_empty());
     let r0 = b0.finish(&[]);
     assert!(r0
         .text
@@ -658,7 +669,7 @@ fn context_around_an_injection_cue_is_kept() {
         .unwrap();
     let mut sel = vec![false; b.sentences.len()];
     sel[street] = true;
-    let ctx = b.context_order(&sel, RiskFlags::PII);
+    let ctx = b.context_order(&sel, RiskFlags::PII, false);
     assert!(!ctx.is_empty());
     for i in ctx {
         let t = &b.text[b.sentences[i].start..b.sentences[i].end];
@@ -669,6 +680,54 @@ fn context_around_an_injection_cue_is_kept() {
     assert!(r.text.contains("Portsmouth PO1 3AX"), "{}", r.text);
     assert!(r.text.contains("Jane Roe"), "{}", r.text);
     assert!(r.text.contains("United Kingdom"), "{}", r.text);
+}
+
+#[test]
+fn address_records_keep_their_lines_ahead_of_names_elsewhere() {
+    // Names in the other paragraphs compete for a tight budget; the lines of the address
+    // block (the rest of its record) come first. The prose after the blank line is not
+    // part of the record.
+    let names: Vec<String> = (0..12)
+        .map(|k| format!("Mr. Samuels{k} bought {k} shares of stock at the round lot price."))
+        .collect();
+    let record = "Order for:\nHanne Kreutzmann\n42 Harbour Street\nPortsmouth\nUnited Kingdom";
+    let text = format!(
+        "{}\n\n{record}\n\nThe courier said the weather had been bad all week long.\n\n{}",
+        names[..6].join("\n\n"),
+        names[6..].join("\n\n"),
+    );
+    let b = build(&cfg(48), &[&text]);
+    let street = b
+        .sentences
+        .iter()
+        .position(|s| b.text[s.start..s.end].contains("Harbour"))
+        .unwrap();
+    let mut sel = vec![false; b.sentences.len()];
+    sel[street] = true;
+    let lines: Vec<&str> = b
+        .context_order(&sel, RiskFlags::ADDRESS, true)
+        .into_iter()
+        .map(|i| &b.text[b.sentences[i].start..b.sentences[i].end])
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "Hanne Kreutzmann",
+            "Portsmouth",
+            "Order for:",
+            "United Kingdom"
+        ]
+    );
+    let r = b.finish(&[]);
+    for line in record.lines() {
+        assert!(r.text.contains(line), "{line:?} missing from {}", r.text);
+    }
+    // The budget holds only some of the names.
+    assert!(
+        r.text.matches("Mr. Samuels").count() < names.len(),
+        "{}",
+        r.text
+    );
 }
 
 #[test]

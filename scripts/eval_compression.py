@@ -14,10 +14,14 @@ depth of 10%, 50% or 90% inside 2K-32K tokens of other text:
 its token budget (`compress_jsonl`, the filter's own compressor compiled
 natively). Reported per length:
 
-- domain agreement: same domain label;
+- domain agreement: same domain label; and the accuracy of both labels
+  against the prompt's MMLU-Pro category;
 - jailbreak agreement: same decision at the filter's threshold; and, since
   the whole prompt's decision can come from its filler, the accuracy of both
   decisions against the planted text's label;
+- PII routing agreement: the same decision under the PII policy of
+  envoy.yaml (route when an entity of a type outside its allow list scores at
+  least its min_score);
 - PII entity recall: entities (type and value) found in the whole prompt that
   are also found in the compressed one, over the planted text's span (the
   personal data put there) and over the whole prompt (filler included); and,
@@ -40,6 +44,10 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JB_THRESHOLD = 0.8  # the filter's default jailbreak threshold (envoy.yaml)
+# The PII policy of envoy.yaml: types allowed, and the score an entity needs to count.
+PII_ALLOW = {"PERSON", "DATE_TIME", "GPE", "LOCATION", "ORGANIZATION", "TITLE", "NRP", "AGE", "URL",
+             "DOMAIN_NAME", "CITY", "STATE", "COUNTRY"}
+PII_MIN_SCORE = 0.6
 LENGTHS = [2000, 8000, 16000, 32000]
 DEPTHS = [0.1, 0.5, 0.9]
 
@@ -91,6 +99,7 @@ def main():
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--compressor", default=os.path.join(ROOT, "target/release/examples/compress_jsonl"),
                     help="the compress_jsonl binary (to compare builds)")
+    ap.add_argument("--dump", help="write one JSON line per case (decisions whole and compressed) to this file")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     rng = random.Random(0)
@@ -120,13 +129,16 @@ def main():
 
     cases = []  # (signal, length, depth, text, target byte span)
     rows_target = []  # the planted text of each case
+    categories = []  # the filler's MMLU-Pro category of each domain case (None otherwise)
     for signal in ("domain", "jailbreak", "pii"):
         i = 0
         for length in lengths:
             for depth in DEPTHS:
                 for _ in range(args.per_cell):
                     t = targets[signal][i % len(targets[signal])]
-                    pool = by_category[domain_targets[i % len(domain_targets)]["label"]] if signal == "domain" else filler_pool
+                    category = domain_targets[i % len(domain_targets)]["label"] if signal == "domain" else None
+                    pool = by_category[category] if category else filler_pool
+                    categories.append(category)
                     i += 1
                     prompt, span = build_prompt(t, pool, rng, length, depth)
                     rows_target.append(t)
@@ -160,20 +172,25 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; budget 512 tokens)")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII recall, planted text | planted entity text kept | PII recall, whole prompt | full truncated |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII recall, planted text | planted entity text kept | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
         pi = [results[i] for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]
         kept = sorted(comp[i]["kept_tokens"] for i, c in enumerate(cases) if c[1] == length)
         d_agree = sum(f["domain"]["label"] == s["domain"]["label"] for f, s in dom) / max(len(dom), 1)
+        dom_cat = [categories[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
+        d_full = sum(f["domain"]["label"] == k for (f, _), k in zip(dom, dom_cat)) / max(len(dom), 1)
+        d_comp = sum(s["domain"]["label"] == k for (_, s), k in zip(dom, dom_cat)) / max(len(dom), 1)
         j_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in jb) / max(len(jb), 1)
         jb_idx = [i for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
         labels = [rows_target[i] in jailbreak_texts for i in jb_idx]
         j_full = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
         j_comp = sum((s["jailbreak"]["score"] > JB_THRESHOLD) == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
         found = total = p_found = p_total = p_text = 0
+        routes = lambda r: any(e["type"] not in PII_ALLOW and e.get("score", 1.0) >= PII_MIN_SCORE for e in r.get("pii", []))
+        routing_agree = sum(routes(f) == routes(s) for f, s in pi)
         for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
             full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
             lo, hi = cases[i][4]
@@ -188,8 +205,18 @@ def main():
                     p_found += hit
                     p_text += fb[e["start"]:e["end"]].decode("utf-8", "replace") in small_text
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
-        print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
-              f"{p_found / max(p_total, 1):.3f} ({p_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+        print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {d_full:.3f} / {d_comp:.3f} | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
+              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {p_found / max(p_total, 1):.3f} ({p_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+    if args.dump:
+        with open(args.dump, "w", encoding="utf-8") as f:
+            for i, c in enumerate(cases):
+                full, small = results[i]
+                f.write(json.dumps({
+                    "signal": c[0], "length": c[1], "depth": c[2], "category": categories[i],
+                    "target": rows_target[i], "compressed": rows_comp[i]["text"],
+                    "whole": {k: full.get(k) for k in ("domain", "jailbreak", "pii")},
+                    "small": {k: small.get(k) for k in ("domain", "jailbreak", "pii")},
+                }, ensure_ascii=False) + "\n")
     print()
     print(f"compression of all prompts: {compress_s:.1f} s; classification: {classify_s:.0f} s")
     print("Targets of the reference implementation (its own report): domain 68%, jailbreak 72%, PII recall 98%.")

@@ -495,10 +495,30 @@ pub mod tempfile_dir {
     }
 }
 
+/// Attempts at starting a router whose ports were taken between
+/// [`free_port`] releasing them and a component binding them (a concurrent
+/// test or an outgoing connection can be handed the same port).
+const START_ATTEMPTS: usize = 3;
+
 impl Router {
     /// Starts upstreams, the daemon (when asked) and Envoy, and waits until
-    /// each is ready. `upstream_bin` is the `semroute-upstream` binary.
+    /// each is ready. `upstream_bin` is the `semroute-upstream` binary. A
+    /// start that fails because a chosen port was taken meanwhile is retried
+    /// on new ports.
     pub fn start(upstream_bin: &Path, options: RouterOptions) -> Result<Router, String> {
+        let mut attempt = 1;
+        loop {
+            match Router::start_once(upstream_bin, options.clone()) {
+                Err(e) if attempt < START_ATTEMPTS && e.contains("Address already in use") => {
+                    eprintln!("router start: a port was taken, retrying on new ports");
+                    attempt += 1;
+                }
+                result => return result,
+            }
+        }
+    }
+
+    fn start_once(upstream_bin: &Path, options: RouterOptions) -> Result<Router, String> {
         let envoy_bin = envoy_bin()?;
         let wasm = wasm_path()?;
         let dir = tempfile_dir::TempDir::new("semroute-e2e").map_err(|e| e.to_string())?;

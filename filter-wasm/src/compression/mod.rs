@@ -178,7 +178,9 @@ pub struct CompressionConfig {
     /// personal-data cue, nearest sentences first, within its paragraph (across a blank
     /// line only to a line of at most 16 tokens), while the budget allows (default 48; at
     /// most 4096): the other lines of an address, the name above it, the answer after a
-    /// question, the words that tell a PII model what a number is.
+    /// question, the words that tell a PII model what a number is. The unbroken run of short
+    /// lines around a sentence with a personal-data cue other than a name (the rest of its
+    /// record) is kept before the sentences flagged only as names; the rest comes after them.
     pub pii_context_tokens: u32,
     /// Soft cap on sentence length in bytes, 64..=65536 (default 480): longer sentences are
     /// cut at the next whitespace, whitespace-free runs after a third of it.

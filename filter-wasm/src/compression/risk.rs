@@ -1452,9 +1452,12 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         };
         i += c.len_utf8();
         let latin = super::text::fold_latin(c);
-        let skipped = c == '\''
-            || c == '\u{2019}'
-            || super::text::classify(c) == super::text::CharClass::Zero;
+        // Apostrophes and zero-width characters split no word; looked up only for
+        // non-letters (the first letter of every word comes this way).
+        let skipped = latin.is_none()
+            && (c == '\''
+                || c == '\u{2019}'
+                || super::text::classify(c) == super::text::CharClass::Zero);
         match latin {
             Some(l) => inj.letter(l, c.is_uppercase()),
             None if !skipped => inj.end(),
@@ -1805,8 +1808,9 @@ const CUE_WORDS: &[(Cue, &[&[u8]])] = &[
 /// two letters).
 fn cue(key: u128, all_caps: bool) -> Cue {
     static TABLE: OnceLock<WordTable<Cue>> = OnceLock::new();
-    static DAN: OnceLock<Option<u128>> = OnceLock::new();
-    if all_caps && Some(key) == *DAN.get_or_init(|| lexicon::pack(b"dan")) {
+    /// "dan", packed.
+    const DAN: u128 = u128::from_le_bytes(*b"dan\0\0\0\0\0\0\0\0\0\0\0\0\0");
+    if all_caps && key == DAN {
         return Cue::Dan;
     }
     TABLE

@@ -99,9 +99,12 @@ def main():
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--compressor", default=os.path.join(ROOT, "target/release/examples/compress_jsonl"),
                     help="the compress_jsonl binary (to compare builds)")
+    ap.add_argument("--signals", default="domain,jailbreak,pii",
+                    help="which signals to evaluate (comma-separated; all by default)")
     ap.add_argument("--dump", help="write one JSON line per case (decisions whole and compressed) to this file")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
+    signals = [x for x in ("domain", "jailbreak", "pii") if x in args.signals.split(",")]
     rng = random.Random(0)
     daemon = os.path.join(ROOT, "target/release/semroute-daemon")
     compressor = args.compressor
@@ -117,9 +120,9 @@ def main():
     by_category = {}
     for r in domain[:3000]:
         by_category.setdefault(r["label"], []).append(r["text"])
-    domain_targets = [r for r in domain[3000:]]
     targets = {
-        "domain": [r["text"] for r in domain_targets],
+        # Records, so that each planted question keeps its own category.
+        "domain": list(domain[3000:]),
         "jailbreak": [r["text"] for r in jail if r["label"] == "jailbreak"] + [r["text"] for r in jail if r["label"] == "benign"],
         "pii": [r["text"] for r in pii],
     }
@@ -130,13 +133,15 @@ def main():
     cases = []  # (signal, length, depth, text, target byte span)
     rows_target = []  # the planted text of each case
     categories = []  # the filler's MMLU-Pro category of each domain case (None otherwise)
-    for signal in ("domain", "jailbreak", "pii"):
+    for signal in signals:
         i = 0
         for length in lengths:
             for depth in DEPTHS:
                 for _ in range(args.per_cell):
                     t = targets[signal][i % len(targets[signal])]
-                    category = domain_targets[i % len(domain_targets)]["label"] if signal == "domain" else None
+                    category = None
+                    if signal == "domain":
+                        t, category = t["text"], t["label"]
                     pool = by_category[category] if category else filler_pool
                     categories.append(category)
                     i += 1
@@ -161,7 +166,7 @@ def main():
 
     results = {}
     t1 = time.time()
-    for signal in ("domain", "jailbreak", "pii"):
+    for signal in signals:
         idx = [i for i, c in enumerate(cases) if c[0] == signal]
         full = classify([rows_full[i] for i in idx], sig_of(signal))
         small = classify([rows_comp[i] for i in idx], sig_of(signal))

@@ -1,5 +1,6 @@
 //! Compresses JSON lines with the filter's compressor, natively: one
-//! `{"text": ..., "budget_tokens": N?}` per input line (stdin), one
+//! `{"text": ..., "budget_tokens": N?, "config": {...}?}` per input line (stdin; `config` is a
+//! `compression` object as in the filter's configuration, budget_tokens overrides its budget), one
 //! `{"text", "original_tokens", "kept_tokens", "compressed", "finish_us", ...}`
 //! per output line. Used by `scripts/eval_compression.py` to compare
 //! decisions with and without compression on the very text the filter would
@@ -22,10 +23,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         let v: serde_json::Value = serde_json::from_str(&line)?;
         let text = v.get("text").and_then(|t| t.as_str()).unwrap_or_default();
-        let mut config = CompressionConfig::default();
+        let mut config = match v.get("config") {
+            Some(c) => serde_json::from_value::<CompressionConfig>(c.clone())?,
+            None => CompressionConfig::default(),
+        };
         if let Some(b) = v.get("budget_tokens").and_then(|b| b.as_u64()) {
             config.budget_tokens = u32::try_from(b)?;
         }
+        config.validate()?;
         let mut builder = PromptBuilder::new(&config);
         builder.push_str(text);
         builder.end_segment();

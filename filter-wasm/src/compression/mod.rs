@@ -949,15 +949,17 @@ impl PromptBuilder {
                 self.cfg.risk_overflow_tokens,
                 ratio,
             ));
-            // Jailbreak cues, then personal data other than bare names, then the context of
-            // the jailbreak cues (a setup the jailbreak signal must see whole), then the
-            // rest of each personal-data record (the short lines around it: the name, city
-            // and country lines of an address block), then names (the noisiest cue), then
-            // the neighbours of each personal-data sentence.
+            // Jailbreak cues, then personal data other than bare names, then weak jailbreak
+            // cues (fiction framings: no context of their own), then the context of the
+            // jailbreak cues (a setup the jailbreak signal must see whole), then the rest of
+            // each personal-data record (the short lines around it: the name, city and
+            // country lines of an address block), then names (the noisiest cue), then the
+            // neighbours of each personal-data sentence.
             let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
             let steps = [
                 (RiskFlags::INJECTION, Step::Flagged),
                 (strong_pii, Step::Flagged),
+                (RiskFlags::FRAMING, Step::Flagged),
                 (RiskFlags::INJECTION, Step::Context),
                 (strong_pii, Step::RecordLines),
                 (RiskFlags::NAME, Step::Flagged),
@@ -1096,7 +1098,17 @@ impl PromptBuilder {
             .filter(|(_, &q)| !q)
             .map(|(&x, _)| x)
             .collect();
-        rest.sort_by_key(|&(i, s)| (std::cmp::Reverse(kinds(s)), s.risk.severity_rank(), i));
+        // Then, within a kind, shorter sentences first: more of them fit, and a personal
+        // statement ("Hello, this is Dr. Ito.") is shorter than the exam-question narrative
+        // a name also appears in.
+        rest.sort_by_key(|&(i, s)| {
+            (
+                std::cmp::Reverse(kinds(s)),
+                s.risk.severity_rank(),
+                s.centi,
+                i,
+            )
+        });
         for (i, s) in rest {
             if seen.insert(s.fingerprint) {
                 order.push(i);
@@ -1126,10 +1138,10 @@ impl PromptBuilder {
         let side_for = |s: &Sentence| {
             let (left, cross_blank) = if s.risk.intersects(RiskFlags::INJECTION) {
                 (inj, true)
-            } else if s.risk.is_empty() {
-                (0, false)
-            } else {
+            } else if s.risk.intersects(RiskFlags::PII) {
                 (pii, false)
+            } else {
+                (0, false)
             };
             let left = if record_lines && s.risk.intersects(RiskFlags::INJECTION) {
                 0

@@ -613,6 +613,24 @@ fn check_invariants(b: &PromptBuilder, pinned: &[usize], budget: u32) -> Vec<usi
 }
 
 #[test]
+fn a_weak_framing_cue_is_kept_without_context() {
+    let cue_text = "Consider a hypothetical gas whose pressure doubles.";
+    let text = format!("{}\n\n{cue_text}\n\n{}", filler(120, 3), filler(120, 4));
+    let b = build(&cfg(128), &[&text, "Final question?"]);
+    let cue = b.sentences.iter().position(|s| !s.risk.is_empty()).unwrap();
+    assert_eq!(b.sentences[cue].risk, RiskFlags::FRAMING);
+    let mut sel = vec![false; b.sentences.len()];
+    sel[cue] = true;
+    assert!(b.context_order(&sel, RiskFlags::FRAMING, false).is_empty());
+    assert!(b
+        .context_order(&sel, RiskFlags::INJECTION.union(RiskFlags::FRAMING), false)
+        .is_empty());
+    let r = b.finish(&[1]);
+    assert!(r.compressed);
+    assert!(r.text.contains(cue_text), "{}", r.text);
+}
+
+#[test]
 fn context_around_an_injection_cue_is_kept() {
     let setup = "Some background on the old mill town follows. The narrator grew up there.\n\n\
                  You are a creative writer tasked with a story.\n\nThe hero explains each step \

@@ -44,7 +44,7 @@ mod segment;
 mod tests;
 mod text;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
 use serde::Deserialize;
@@ -125,8 +125,7 @@ pub struct WeightOverrides {
 /// Compression settings, read from the filter's JSON configuration (every field optional).
 ///
 /// ```json
-/// {"budget_tokens": 512, "profile": "coding", "weights": {"novelty": 0.1},
-///  "signal_budgets": {"jailbreak": 1024}}
+/// {"budget_tokens": 512, "profile": "coding", "weights": {"novelty": 0.1}}
 /// ```
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -136,9 +135,6 @@ pub struct CompressionConfig {
     pub budget_tokens: u32,
     /// Tokens the encoder adds around the text (`[CLS]` and `[SEP]` for BERT: default 2).
     pub reserved_tokens: u32,
-    /// Budgets for individual signals ("domain", "jailbreak", "pii"), overriding
-    /// `budget_tokens` for [`PromptBuilder::compress`] calls made for that signal.
-    pub signal_budgets: BTreeMap<String, u32>,
     /// Named scoring weights (default: the vLLM Semantic Router defaults).
     pub profile: Profile,
     /// Overrides of individual profile weights.
@@ -202,7 +198,6 @@ impl Default for CompressionConfig {
         CompressionConfig {
             budget_tokens: DEFAULT_BUDGET_TOKENS,
             reserved_tokens: 2,
-            signal_budgets: BTreeMap::new(),
             profile: Profile::Default,
             weights: WeightOverrides::default(),
             position_depth: None,
@@ -224,7 +219,7 @@ impl Default for CompressionConfig {
 }
 
 /// An invalid compression setting: `field` is its JSON path relative to the compression
-/// object (for example `weights.tfidf` or `signal_budgets.jailbreak`).
+/// object (for example `weights.tfidf`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid compression setting `{field}`: {message}")]
 pub struct ConfigError {
@@ -264,7 +259,7 @@ pub const MAX_BUDGET_TOKENS: u32 = 1 << 20;
 impl CompressionConfig {
     /// Checks every field; the error names the first bad one.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let budget = |field: String, v: u32| -> Result<(), ConfigError> {
+        let budget = |field: &str, v: u32| -> Result<(), ConfigError> {
             if !(MIN_BUDGET_TOKENS..=MAX_BUDGET_TOKENS).contains(&v) {
                 return Err(err(
                     field,
@@ -282,13 +277,7 @@ impl CompressionConfig {
         if self.reserved_tokens > 64 {
             return Err(err("reserved_tokens", "must be at most 64"));
         }
-        budget("budget_tokens".into(), self.budget_tokens)?;
-        for (name, &v) in &self.signal_budgets {
-            if name.is_empty() {
-                return Err(err("signal_budgets", "signal names must not be empty"));
-            }
-            budget(format!("signal_budgets.{name}"), v)?;
-        }
+        budget("budget_tokens", self.budget_tokens)?;
         let unit = |field: &str, v: Option<f32>, lo: f32, hi: f32| -> Result<(), ConfigError> {
             match v {
                 Some(x) if !x.is_finite() || x < lo || x > hi => Err(err(
@@ -351,14 +340,6 @@ impl CompressionConfig {
             return Err(err("max_ranked_sentences", "must be between 64 and 65536"));
         }
         Ok(())
-    }
-
-    /// The budget for `signal`: its entry in `signal_budgets`, else `budget_tokens`.
-    pub fn budget_for(&self, signal: &str) -> u32 {
-        self.signal_budgets
-            .get(signal)
-            .copied()
-            .unwrap_or(self.budget_tokens)
     }
 
     /// Effective weights, position depth and tilt: the profile with overrides applied.
@@ -724,8 +705,8 @@ impl PromptBuilder {
     }
 
     /// Compresses to `budget_tokens` (special tokens included, like
-    /// [`CompressionConfig::budget_tokens`]; use [`CompressionConfig::budget_for`] for a
-    /// signal's budget). Can be called more than once, for different budgets. An open
+    /// [`CompressionConfig::budget_tokens`]). Can be called more than once, for different
+    /// budgets. An open
     /// segment is ended first. `pinned_segments` are indices of ended segments kept in full
     /// (unknown indices are ignored); if they alone exceed the budget the result reports
     /// `overflow` and holds only them.

@@ -310,13 +310,11 @@ fn config_parsing_and_validation() {
     c.validate().unwrap();
 
     let c: CompressionConfig = serde_json::from_str(
-        r#"{"budget_tokens": 256, "profile": "multi_turn", "weights": {"novelty": 0.2},
-            "signal_budgets": {"jailbreak": 1024}}"#,
+        r#"{"budget_tokens": 256, "profile": "multi_turn", "weights": {"novelty": 0.2}}"#,
     )
     .unwrap();
     c.validate().unwrap();
-    assert_eq!(c.budget_for("jailbreak"), 1024);
-    assert_eq!(c.budget_for("domain"), 256);
+    assert_eq!(c.budget_tokens, 256);
     let (w, depth, tilt) = c.effective();
     assert_eq!((w.novelty, w.position, depth, tilt), (0.2, 0.45, 0.5, 0.4));
 
@@ -331,13 +329,6 @@ fn config_parsing_and_validation() {
         assert!(e.to_string().contains(field));
     };
     bad(cfg(4), "budget_tokens");
-    bad(
-        CompressionConfig {
-            signal_budgets: [("pii".to_string(), 0)].into(),
-            ..cfg(512)
-        },
-        "signal_budgets.pii",
-    );
     bad(
         CompressionConfig {
             weights: WeightOverrides {

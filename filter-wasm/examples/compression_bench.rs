@@ -5,7 +5,7 @@
 //!   --sizes 2000,8000,16000,32000   generated prompt sizes in estimated tokens
 //!   --input FILE                    plain-text prompt (repeatable; replaces the generated ones)
 //!   --budget N                      token budget (default 512)
-//!   --profile NAME                  default | coding | security | multi_turn
+//!   --profile NAME                  default | reference | coding | security | multi_turn
 //!   --runs N                        timed runs per prompt, median reported (default 15)
 //!   --chunk BYTES                   push_str chunk size, as body chunks arrive (default 8192)
 //!   --seed N                        generator seed (default 1)

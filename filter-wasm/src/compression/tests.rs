@@ -236,6 +236,7 @@ fn profiles_change_selection_but_not_guarantees() {
     let long = filler(300, 9);
     for p in [
         Profile::Default,
+        Profile::Reference,
         Profile::Coding,
         Profile::Security,
         Profile::MultiTurn,

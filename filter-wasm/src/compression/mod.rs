@@ -173,7 +173,8 @@ pub struct CompressionConfig {
     /// is a hard cap for everything but pinned segments).
     pub risk_overflow_tokens: u32,
     /// Estimated tokens of surrounding text kept on each side of a sentence with an
-    /// injection cue, nearest sentences first, within its segment, while the budget allows
+    /// injection cue ([`RiskFlags::INJECTION`]; a weak [`RiskFlags::FRAMING`] cue gets none),
+    /// nearest sentences first, within its segment, while the budget allows
     /// (default 160; at most 4096). A persona, fiction or rule-list setup spreads over many
     /// sentences and short lines, the cue words sit in only some of them, and the daemon's
     /// jailbreak signal scores them together.

@@ -143,7 +143,7 @@ pub struct CompressionConfig {
     pub budget_tokens: u32,
     /// Tokens the encoder adds around the text (`[CLS]` and `[SEP]` for BERT: default 2).
     pub reserved_tokens: u32,
-    /// Named scoring weights (default: the vLLM Semantic Router defaults).
+    /// Named scoring weights (default: [`Profile::Default`]).
     pub profile: Profile,
     /// Overrides of individual profile weights.
     pub weights: WeightOverrides,
@@ -377,13 +377,15 @@ impl CompressionConfig {
                 dflt
             }
         };
+        // A value that is not a number falls back to the default profile's.
+        let (dw, d_depth, d_tilt) = Profile::Default.preset();
         rank::Params {
-            textrank: clean(w.textrank, 0.0, 10.0, 0.45),
-            position: clean(w.position, 0.0, 10.0, 0.3),
-            tfidf: clean(w.tfidf, 0.0, 10.0, 0.2),
-            novelty: clean(w.novelty, 0.0, 10.0, 0.05),
-            depth: clean(depth, 0.0, 1.0, 0.5),
-            tilt: clean(tilt, -1.0, 1.0, 0.0),
+            textrank: clean(w.textrank, 0.0, 10.0, dw.textrank),
+            position: clean(w.position, 0.0, 10.0, dw.position),
+            tfidf: clean(w.tfidf, 0.0, 10.0, dw.tfidf),
+            novelty: clean(w.novelty, 0.0, 10.0, dw.novelty),
+            depth: clean(depth, 0.0, 1.0, d_depth),
+            tilt: clean(tilt, -1.0, 1.0, d_tilt),
             damping: clean(self.damping, 0.01, 0.99, 0.85),
             max_iterations: self.max_iterations.clamp(1, 1000),
             tolerance: clean(self.tolerance, 1e-9, 1.0, 1e-4),
@@ -715,10 +717,9 @@ impl PromptBuilder {
 
     /// Compresses to `budget_tokens` (special tokens included, like
     /// [`CompressionConfig::budget_tokens`]). Can be called more than once, for different
-    /// budgets. An open
-    /// segment is ended first. `pinned_segments` are indices of ended segments kept in full
-    /// (unknown indices are ignored); if they alone exceed the budget the result reports
-    /// `overflow` and holds only them.
+    /// budgets. An open segment is ended first. `pinned_segments` are indices of ended
+    /// segments kept in full (unknown indices are ignored); if they alone exceed the budget
+    /// the result reports `overflow` and holds only them.
     pub fn compress(&mut self, pinned_segments: &[usize], budget_tokens: u32) -> Compressed {
         let t0 = (self.clock)();
         if self.open_dirty {

@@ -43,11 +43,33 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JB_THRESHOLD = 0.8  # the filter's default jailbreak threshold (envoy.yaml)
-# The PII policy of envoy.yaml: types allowed, and the score an entity needs to count.
-PII_ALLOW = {"PERSON", "DATE_TIME", "GPE", "LOCATION", "ORGANIZATION", "TITLE", "NRP", "AGE", "URL",
-             "DOMAIN_NAME", "CITY", "STATE", "COUNTRY"}
-PII_MIN_SCORE = 0.6
+
+
+def filter_config(path=os.path.join(ROOT, "envoy.yaml")):
+    """The filter's JSON configuration: the `value: |` block of the wasm filter's
+    `configuration` in envoy.yaml (read as text, so no YAML library is needed)."""
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for n, line in enumerate(lines):
+        if line.strip() == "value: |":
+            indent = len(line) - len(line.lstrip())
+            block = []
+            for l in lines[n + 1:]:
+                if l.strip() and len(l) - len(l.lstrip()) <= indent:
+                    break
+                block.append(l)
+            return json.loads("\n".join(block))
+    sys.exit(f"{path}: no filter configuration (`value: |` block) found")
+
+
+# The decisions the filter acts on, from its configuration in envoy.yaml: the jailbreak
+# threshold, the PII policy (types allowed, the score an entity needs to count) and the
+# compression settings.
+FILTER_CONFIG = filter_config()
+JB_THRESHOLD = FILTER_CONFIG["jailbreak"]["threshold"]
+PII_ALLOW = set(FILTER_CONFIG["pii"]["allow"])
+PII_MIN_SCORE = FILTER_CONFIG["pii"]["min_score"]
+COMPRESSION = FILTER_CONFIG.get("compression", {})
 LENGTHS = [2000, 8000, 16000, 32000]
 DEPTHS = [0.1, 0.5, 0.9]
 
@@ -150,7 +172,7 @@ def main():
                     cases.append((signal, length, depth, prompt, span))
 
     t0 = time.time()
-    comp = run_jsonl([compressor], [{"text": c[3]} for c in cases])
+    comp = run_jsonl([compressor], [{"text": c[3], "config": COMPRESSION} for c in cases])
     compress_s = time.time() - t0
     # Whole prompts: windows for every token (no truncation), so the
     # comparison is against the decision on the full text.
@@ -175,7 +197,7 @@ def main():
     classify_s = time.time() - t1
 
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
-          f"targets at depths {DEPTHS}; budget 512 tokens)")
+          f"targets at depths {DEPTHS}; compression as in envoy.yaml: {json.dumps(COMPRESSION)})")
     print()
     print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII recall, planted text | planted entity text kept | PII recall, whole prompt | full truncated |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")

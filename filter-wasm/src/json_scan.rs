@@ -784,6 +784,13 @@ impl Scanner {
                 i += taken;
                 self.utf8_len = (have + taken) as u8;
                 if taken < need {
+                    // Still incomplete: fail now if no ending can make it valid (a
+                    // surrogate or overlong prefix such as `ED A2`), as a one-shot scan does.
+                    let prefix = self.utf8.get(..have + taken).unwrap_or_default();
+                    if std::str::from_utf8(prefix).is_err_and(|e| e.error_len().is_some()) {
+                        let at = self.utf8_start;
+                        return Err(self.fail(ScanErrorKind::InvalidUtf8, at).into());
+                    }
                     return Ok(i);
                 }
                 let seq = self.utf8;

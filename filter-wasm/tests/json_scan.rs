@@ -234,7 +234,7 @@ proptest! {
 /// or not a chunk boundary splits it (found by the fuzz target).
 #[test]
 fn invalid_utf8_offset_does_not_depend_on_chunking() {
-    let cases: [&[u8]; 7] = [
+    let cases: [&[u8]; 11] = [
         b"{\"co\xe5nt\": 1}",
         b"[\"ab\xc3(\"]",
         b"[\"ab\xe0\x80\x80\"]",
@@ -242,6 +242,11 @@ fn invalid_utf8_offset_does_not_depend_on_chunking() {
         b"[\"ab\xf0\x9f\x98\"]",
         b"[\"ab\xf4\x90\x80\x80\"]",
         b"[\"ab\xe2\x82x\"]",
+        // The body ends inside a prefix no ending can make valid: invalid, not truncated.
+        b"[\"ab\xed\xa2",
+        b"[\"ab\xe0\x80",
+        b"[\"ab\xf4\x90",
+        b"[\"ab\xf0\x80\x80",
     ];
     for b in cases {
         let whole = scan_split(b, &[], 8).expect_err("invalid UTF-8 accepted");

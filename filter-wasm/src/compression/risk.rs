@@ -862,6 +862,21 @@ struct Word {
 }
 
 impl Word {
+    /// Appends a run of ASCII letters (any case): lowercase into `w`, counted in `letters`.
+    #[inline]
+    fn push_ascii_letters(&mut self, run: &[u8]) {
+        let room = CTX_WORD.saturating_sub(self.len).min(run.len());
+        if let (Some(dst), Some(src)) = (self.w.get_mut(self.len..self.len + room), run.get(..room))
+        {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = s.to_ascii_lowercase();
+            }
+            self.len += room;
+        }
+        self.odd |= room < run.len();
+        self.letters = self.letters.saturating_add(run.len() as u32);
+    }
+
     fn is(&self, s: &[u8]) -> bool {
         !self.odd && self.w.get(..self.len) == Some(s)
     }
@@ -1440,23 +1455,28 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if any && b.is_ascii_alphabetic() {
-            // A later ASCII letter of a word: what the general path below does for it.
-            inj.letter(b.to_ascii_lowercase(), b.is_ascii_uppercase());
-            if let Some(slot) = cur.w.get_mut(cur.len) {
-                *slot = b.to_ascii_lowercase();
-                cur.len += 1;
-            } else {
-                cur.odd = true;
-            }
-            cur.letters = cur.letters.saturating_add(1);
-            if b.is_ascii_uppercase() {
-                upper = upper.saturating_add(1);
-            }
-            i += 1;
+            // Later ASCII letters of a word: what the general path below does for each of
+            // them, in one step.
+            let rest = bytes.get(i..).unwrap_or_default();
+            let n = rest
+                .iter()
+                .position(|x| !x.is_ascii_alphabetic())
+                .unwrap_or(rest.len());
+            let run = rest.get(..n).unwrap_or_default();
+            let uppers = run.iter().filter(|x| x.is_ascii_uppercase()).count() as u32;
+            inj.ascii_letters(run, uppers == n as u32);
+            cur.push_ascii_letters(run);
+            upper = upper.saturating_add(uppers);
+            i += n;
             continue;
         }
-        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
-            break;
+        let c = if b.is_ascii() {
+            char::from(b)
+        } else {
+            match text.get(i..).and_then(|rest| rest.chars().next()) {
+                Some(c) => c,
+                None => break,
+            }
         };
         i += c.len_utf8();
         let latin = super::text::fold_latin(c);
@@ -2033,6 +2053,26 @@ impl CueWords {
             self.long = true;
         }
         self.all_caps &= upper;
+        self.any = true;
+    }
+
+    /// Appends a run of ASCII letters (`all_upper`: all of them are uppercase); the same as
+    /// one [`CueWords::letter`] per letter.
+    #[inline]
+    fn ascii_letters(&mut self, run: &[u8], all_upper: bool) {
+        if run.is_empty() {
+            return;
+        }
+        let room = self.w.len().saturating_sub(self.len).min(run.len());
+        if let (Some(dst), Some(src)) = (self.w.get_mut(self.len..self.len + room), run.get(..room))
+        {
+            for (d, s) in dst.iter_mut().zip(src) {
+                *d = s.to_ascii_lowercase();
+            }
+            self.len += room;
+        }
+        self.long |= room < run.len();
+        self.all_caps &= all_upper;
         self.any = true;
     }
 

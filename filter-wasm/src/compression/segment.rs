@@ -131,41 +131,77 @@ impl Segmenter {
         let bytes = chunk.as_bytes();
         let mut i = 0;
         while let Some(&b) = bytes.get(i) {
-            if b.is_ascii_alphanumeric() && self.continues_run(base + i) {
-                // Inside a word: what `step` would do, without decoding a character.
-                self.content_end = base + i + 1;
-                if let Some(slot) = self.prefix.get_mut(self.prefix_len) {
-                    *slot = b;
-                    self.prefix_len += 1;
+            if b.is_ascii_alphanumeric() {
+                let n = self.run_extension(bytes.get(i..).unwrap_or_default(), base + i);
+                if n > 0 {
+                    // Inside a word: what `step` would do for each of these letters and
+                    // digits, without decoding a character.
+                    let run = bytes.get(i..i + n).unwrap_or_default();
+                    self.content_end = base + i + n;
+                    let room = PREFIX_CAP.saturating_sub(self.prefix_len).min(n);
+                    if let (Some(dst), Some(src)) = (
+                        self.prefix.get_mut(self.prefix_len..self.prefix_len + room),
+                        run.get(..room),
+                    ) {
+                        dst.copy_from_slice(src);
+                        self.prefix_len += room;
+                    }
+                    let room = TOK_CAP.saturating_sub(self.tok_len).min(n);
+                    if let (Some(dst), Some(src)) = (
+                        self.tok.get_mut(self.tok_len..self.tok_len + room),
+                        run.get(..room),
+                    ) {
+                        for (d, s) in dst.iter_mut().zip(src) {
+                            *d = s.to_ascii_lowercase();
+                        }
+                        self.tok_len += room;
+                    }
+                    i += n;
+                    continue;
                 }
-                if let Some(slot) = self.tok.get_mut(self.tok_len) {
-                    *slot = b.to_ascii_lowercase();
-                    self.tok_len += 1;
-                }
+            } else if b == b' ' {
+                // What `step` does for a space.
+                self.prev_ws = true;
                 i += 1;
                 continue;
             }
-            let Some(c) = chunk.get(i..).and_then(|rest| rest.chars().next()) else {
-                break;
+            let c = if b.is_ascii() {
+                char::from(b)
+            } else {
+                match chunk.get(i..).and_then(|rest| rest.chars().next()) {
+                    Some(c) => c,
+                    None => break,
+                }
             };
             self.step(c, base + i, out);
             i += c.len_utf8();
         }
     }
 
-    /// Whether a letter or digit at byte `p` only extends the current run: it follows a
-    /// content character of the same line, no terminator is pending and the run and
-    /// sentence caps are not reached (so `step` would record it and change nothing else).
+    /// How many of the ASCII letters and digits at the start of `rest` (which starts at byte
+    /// `p`) only extend the current run: they follow a content character of the same line,
+    /// no terminator is pending and the run and sentence caps are not reached (so `step`
+    /// would record each of them and change nothing else). 0 when the first one does not.
     #[inline]
-    fn continues_run(&self, p: usize) -> bool {
+    fn run_extension(&self, rest: &[u8], p: usize) -> usize {
         match self.start {
             Some(start)
-                if !self.prev_ws && self.pending == Pending::None && self.line_has_content =>
+                if !self.prev_ws
+                    && self.pending == Pending::None
+                    && self.line_has_content
+                    && self.newlines == 0 =>
             {
                 let run_from = self.run_start.max(start);
-                p - run_from < self.run_max && p - start < self.hard_max && self.newlines == 0
+                // Both caps as the first byte position at which they are reached.
+                let cap = (run_from + self.run_max).min(start + self.hard_max);
+                let room = cap.saturating_sub(p).min(rest.len());
+                rest.get(..room)
+                    .unwrap_or_default()
+                    .iter()
+                    .position(|x| !x.is_ascii_alphanumeric())
+                    .unwrap_or(room)
             }
-            _ => false,
+            _ => 0,
         }
     }
 

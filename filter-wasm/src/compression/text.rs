@@ -342,6 +342,20 @@ impl WordCost {
         }
     }
 
+    /// `n` Latin letters in a row: the same as `n` calls of `push(CharClass::Latin)`.
+    #[inline]
+    fn push_latin_run(&mut self, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if self.run_len > 0 && self.run_is_digit {
+            self.flush_run();
+        }
+        self.run_is_digit = false;
+        self.run_len = self.run_len.saturating_add(n);
+        self.chars = self.chars.saturating_add(n);
+    }
+
     /// Ends the word and returns its cost; resets the state.
     fn take(&mut self) -> u32 {
         self.flush_run();
@@ -485,11 +499,11 @@ const STOPWORDS: &[&[u8]] = &[
 ];
 
 /// Whether `w` (lowercase ASCII) is in [`STOPWORDS`].
-fn is_stopword(w: &str) -> bool {
+fn is_stopword(w: &[u8]) -> bool {
     static TABLE: OnceLock<WordTable<bool>> = OnceLock::new();
     TABLE
         .get_or_init(|| WordTable::new(STOPWORDS.iter().map(|&w| (w, true)), |a, _| a))
-        .get(w.as_bytes())
+        .get(w)
 }
 
 /// Folds a Latin letter to lowercase ASCII where it has an obvious base letter.
@@ -541,7 +555,8 @@ pub(crate) struct Analysis {
 
 /// Scoring-term builder for one word.
 struct TermWord {
-    buf: String,
+    /// The word folded to lowercase, as UTF-8.
+    buf: Vec<u8>,
     chars: u32,
     ascii_only: bool,
 }
@@ -551,42 +566,58 @@ impl TermWord {
         match class {
             CharClass::Latin => {
                 if let Some(b) = fold_latin(c) {
-                    self.buf.push(char::from(b));
+                    self.buf.push(b);
                 } else {
                     self.ascii_only = false;
-                    self.buf.extend(c.to_lowercase());
+                    self.push_lowercase(c);
                 }
                 self.chars += 1;
             }
             CharClass::Digit => {
-                self.buf.push(c);
+                self.buf
+                    .extend_from_slice(c.encode_utf8(&mut [0u8; 4]).as_bytes());
                 self.chars += 1;
             }
             CharClass::Other(_) => {
                 self.ascii_only = false;
-                self.buf.extend(c.to_lowercase());
+                self.push_lowercase(c);
                 self.chars += 1;
             }
             _ => {}
         }
     }
 
+    fn push_lowercase(&mut self, c: char) {
+        let mut tmp = [0u8; 4];
+        for l in c.to_lowercase() {
+            self.buf
+                .extend_from_slice(l.encode_utf8(&mut tmp).as_bytes());
+        }
+    }
+
+    /// Appends a run of ASCII letters (any case).
+    #[inline]
+    fn push_ascii_letters(&mut self, run: &[u8]) {
+        self.buf.extend(run.iter().map(u8::to_ascii_lowercase));
+        self.chars = self.chars.saturating_add(run.len() as u32);
+    }
+
     /// Ends the word; pushes its term hash unless it is too short or a stopword.
     fn take(&mut self, out: &mut Vec<u64>) {
         if self.chars >= 2 && self.chars <= 48 {
-            let mut w: &str = &self.buf;
+            let mut w: &[u8] = &self.buf;
             if self.ascii_only {
                 if !is_stopword(w) {
                     w = stem(w);
                     let mut h = Fnv::new();
                     h.byte(b'w');
-                    h.bytes(w.as_bytes());
+                    h.bytes(w);
                     out.push(h.finish());
                 }
             } else {
                 let mut h = Fnv::new();
                 h.byte(b'w');
-                h.bytes(w.as_bytes());
+                h.bytes(w);
                 out.push(h.finish());
             }
         }
@@ -597,12 +628,12 @@ impl TermWord {
 }
 
 /// Light English suffix stripping so that "models" and "model" share a term.
-fn stem(w: &str) -> &str {
+fn stem(w: &[u8]) -> &[u8] {
     let n = w.len();
-    if n > 5 && w.ends_with("ies") {
+    if n > 5 && w.ends_with(b"ies") {
         return w.get(..n - 2).unwrap_or(w);
     }
-    match w.as_bytes() {
+    match w {
         [rest @ .., x, b's']
             if n > 3
                 && !matches!(x, b's' | b'u' | b'i')
@@ -624,7 +655,7 @@ fn stem(w: &str) -> &str {
 pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
     let mut word = WordCost::default();
     let mut term = TermWord {
-        buf: String::new(),
+        buf: Vec::new(),
         chars: 0,
         ascii_only: true,
     };
@@ -635,18 +666,30 @@ pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if b.is_ascii_alphabetic() {
-            // An ASCII letter: what the general path below does for a `Latin` character.
-            let l = b.to_ascii_lowercase();
-            word.push(CharClass::Latin);
-            term.buf.push(char::from(l));
-            term.chars += 1;
+            // A run of ASCII letters: what the general path below does for each of them as
+            // a `Latin` character, in one step.
+            let rest = bytes.get(i..).unwrap_or_default();
+            let n = rest
+                .iter()
+                .position(|x| !x.is_ascii_alphabetic())
+                .unwrap_or(rest.len());
+            let run = rest.get(..n).unwrap_or_default();
+            word.push_latin_run(n as u32);
+            term.push_ascii_letters(run);
+            for &x in run {
+                fp.byte(x.to_ascii_lowercase());
+            }
             prev_cjk = None;
-            fp.byte(l);
-            i += 1;
+            i += n;
             continue;
         }
-        let Some(c) = text.get(i..).and_then(|rest| rest.chars().next()) else {
-            break;
+        let c = if b.is_ascii() {
+            char::from(b)
+        } else {
+            match text.get(i..).and_then(|rest| rest.chars().next()) {
+                Some(c) => c,
+                None => break,
+            }
         };
         i += c.len_utf8();
         let class = classify(c);

@@ -31,7 +31,9 @@ fn patterns() -> &'static Patterns {
             card: re(r"\b\d(?:[ -]?\d){12,18}\b"),
             iban: re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"),
             ssn: re(r"\b(\d{3})([- ]?)(\d{2})([- ]?)(\d{4})\b"),
-            phone: re(r"(?:\+\d{1,3}[\s.-]?)?(?:\(\d{1,4}\)[\s.-]?)?\d{2,4}(?:[\s.-]\d{2,4}){1,4}(?:\s?(?:x|ext\.?)\s?\d{1,5})?\b"),
+            // A phone number stays on one line; its first group has 2-4 digits, or 5
+            // after a trunk prefix 0 (UK "07700 900 123").
+            phone: re(r"(?:\+\d{1,3}[ \t.-]?)?(?:\(\d{1,4}\)[ \t.-]?)?(?:0\d{4}|\d{2,4})(?:[ \t.-]\d{2,4}){1,4}(?:[ \t]?(?:x|ext\.?)[ \t]?\d{1,5})?\b"),
             ipv4: re(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"),
             ipv6: re(r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%[0-9a-z]+)?"),
         }
@@ -104,6 +106,54 @@ fn overlaps(found: &[Entity], start: usize, end: usize) -> bool {
     found.iter().any(|e| e.start < end && start < e.end)
 }
 
+/// Whether `s` starts with an ISO 8601 calendar date, `YYYY-MM-DD` (a timestamp such as
+/// "2018-01-14 03:12" is not a phone number).
+fn starts_with_iso_date(s: &str) -> bool {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<u32> {
+        let d = b.get(r)?;
+        d.iter()
+            .all(u8::is_ascii_digit)
+            .then(|| d.iter().fold(0, |n, &x| n * 10 + u32::from(x - b'0')))
+    };
+    matches!(
+        (num(0..4), b.get(4), num(5..7), b.get(7), num(8..10)),
+        (
+            Some(1000..=2999),
+            Some(b'-'),
+            Some(1..=12),
+            Some(b'-'),
+            Some(1..=31)
+        )
+    )
+}
+
+/// Whether the digit groups of a phone-shaped match are decimal numbers separated by
+/// spaces, as in a table of measurements ("13.4425 11.7056"): dots inside groups and
+/// whitespace between them. Phone numbers written with dots use no other separator
+/// ("01.84.17.61.18", "555.123.4567").
+fn is_decimal_list(s: &str) -> bool {
+    let body = s.trim_start_matches(|c: char| !c.is_ascii_digit());
+    body.contains('.') && body.contains(char::is_whitespace) && !s.contains(['(', '+'])
+}
+
+/// Whether every digit group of a phone-shaped match is a multiple of 5, as in a list of
+/// round numbers ("180 120 60 30", "25 50 75 100"); a phone number's groups are that
+/// only about once in 25 (two groups) to 125 (three).
+fn is_round_number_list(s: &str) -> bool {
+    let mut groups = 0;
+    for g in s
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|g| !g.is_empty())
+    {
+        if !g.ends_with(['0', '5']) {
+            return false;
+        }
+        groups += 1;
+    }
+    groups >= 2
+}
+
 /// Finds validated pattern entities in `text`. Spans are byte offsets;
 /// earlier (more specific) patterns win where spans overlap.
 pub fn find(text: &str) -> Vec<Entity> {
@@ -157,9 +207,18 @@ pub fn find(text: &str) -> Vec<Entity> {
     }
     for m in p.phone.find_iter(text) {
         let digits = m.as_str().bytes().filter(u8::is_ascii_digit).count();
-        let looks_like_date =
-            m.as_str().len() == 10 && m.as_str().as_bytes().get(4).is_some_and(|b| *b == b'-');
-        if (7..=15).contains(&digits) && !looks_like_date && !overlaps(&found, m.start(), m.end()) {
+        let inside_word = m.start() > 0
+            && text
+                .as_bytes()
+                .get(m.start() - 1)
+                .is_some_and(u8::is_ascii_alphanumeric);
+        if (7..=15).contains(&digits)
+            && !inside_word
+            && !starts_with_iso_date(m.as_str())
+            && !is_decimal_list(m.as_str())
+            && !is_round_number_list(m.as_str())
+            && !overlaps(&found, m.start(), m.end())
+        {
             found.push(pattern("PHONE_NUMBER", m.start(), m.end()));
         }
     }
@@ -242,6 +301,27 @@ mod tests {
             vec![("PHONE_NUMBER", "+44 20 7946 0958")]
         );
         assert!(kinds("in 2024-01-15 we met").is_empty());
+        assert_eq!(
+            kinds("APO AA 61487\n416 60 039 office, 07700 063 966 mobile"),
+            vec![
+                ("PHONE_NUMBER", "416 60 039"),
+                ("PHONE_NUMBER", "07700 063 966")
+            ]
+        );
+        assert_eq!(
+            kinds("ligne 01.84.17.61.18 ou 0489 25 37 29"),
+            vec![
+                ("PHONE_NUMBER", "01.84.17.61.18"),
+                ("PHONE_NUMBER", "0489 25 37 29")
+            ]
+        );
+        // Timestamps, tables of decimals and the tail of a longer token ("AB1234 567 890",
+        // "17151 2450 Crown St") are not phones.
+        assert!(kinds("logged at 2018-01-14 03:12:55").is_empty());
+        assert!(kinds("| 13.4425 11.7056 | 16.0104 14.0462 |").is_empty());
+        assert!(kinds("ref AB1234 567 890").is_empty());
+        assert!(kinds("at 17151 2450 Crown St").is_empty());
+        assert!(kinds("speeds of 180 120 60 30 km/h").is_empty());
     }
 
     #[test]

@@ -1009,6 +1009,58 @@ const STREET_WORDS: &[&[u8]] = &[
     b"utca",
 ];
 
+/// Street suffixes that count only in "house number, capitalised name, suffix" (see
+/// [`ContextScanner::word`]); as words of their own they are too common. The street types of
+/// postal address conventions (USPS Publication 28, Royal Mail).
+fn is_street_suffix(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"crescent"
+            | b"close"
+            | b"mews"
+            | b"grove"
+            | b"gardens"
+            | b"bypass"
+            | b"causeway"
+            | b"crossing"
+            | b"dam"
+            | b"lodge"
+            | b"squares"
+            | b"heights"
+            | b"ridge"
+            | b"loop"
+            | b"pike"
+            | b"turnpike"
+            | b"row"
+            | b"walk"
+            | b"alley"
+            | b"expressway"
+            | b"freeway"
+            | b"junction"
+            | b"landing"
+            | b"manor"
+            | b"meadow"
+            | b"meadows"
+            | b"orchard"
+            | b"passage"
+            | b"path"
+            | b"quay"
+            | b"wharf"
+            | b"esplanade"
+            | b"promenade"
+            | b"underpass"
+            | b"overpass"
+            | b"viaduct"
+            | b"vista"
+            | b"glen"
+            | b"knoll"
+            | b"hollow"
+            | b"cove"
+            | b"creek"
+            | b"estates"
+    )
+}
+
 /// Compound street names ("Koskikatu", "Mellemvej", "Hauptstraße").
 fn street_compound(w: &[u8]) -> bool {
     const SUFFIXES: [&[u8]; 16] = [
@@ -1345,8 +1397,19 @@ impl ContextScanner {
                     && p2.cap
                     && p1.cap
                     && !matches!(p2.text(), b"st" | b"dr")
-                || matches!(p2.text(), b"fpo" | b"apo" | b"dpo"))
+                || matches!(p2.text(), b"fpo" | b"apo" | b"dpo")
+                // Polish "ul. Słowicza 10", "ul. Więckowskiego Stefana 28".
+                || p2.is(b"ul") && p2.after == '.' && p1.cap
+                || p3.is(b"ul") && p3.after == '.' && p2.cap && p1.cap
+                // Hungarian "Wesselényi u. 94", "hegyalja út 98", "Kossuth utca 12".
+                || p1.is(b"u") && p1.after == '.' && p2.cap
+                || (p1.is(b"ut") && p1.accent || p1.is(b"utca")) && p2.letters >= 3)
         {
+            f |= RiskFlags::ADDRESS;
+        }
+        // "22 Pollen Crescent", "41 Popović Dam": a house number, a capitalised name and a
+        // capitalised street suffix that is too common a word to count on its own.
+        if cur.cap && p1.cap && !p1.start && self.back(2).house_number() && is_street_suffix(c) {
             f |= RiskFlags::ADDRESS;
         }
         // Apartment, suite, unit and post-office box numbers.

@@ -24,8 +24,10 @@ natively). Reported per length:
   least its min_score);
 - PII entity recall: entities (type and value) found in the whole prompt that
   are also found in the compressed one, over the planted text's span (the
-  personal data put there) and over the whole prompt (filler included); and,
-  for the planted text, the share of those entities whose text is still in
+  personal data put there) and over the whole prompt (filler included); over
+  the planted text's entities that the PII policy acts on (a type outside the
+  allow list, at least min_score: the ones that decide the route); and, for
+  the planted text, the share of those entities whose text is still in
   the compressed prompt (the PII model can label the same words differently
   in other surroundings, so this separates what compression dropped from what
   the model relabelled).
@@ -199,8 +201,8 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; compression as in envoy.yaml: {json.dumps(COMPRESSION)})")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII recall, planted text | planted entity text kept | PII recall, whole prompt | full truncated |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII recall, planted text | PII recall, planted, types the policy acts on | planted entity text kept | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -215,8 +217,9 @@ def main():
         labels = [rows_target[i] in jailbreak_texts for i in jb_idx]
         j_full = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
         j_comp = sum((s["jailbreak"]["score"] > JB_THRESHOLD) == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
-        found = total = p_found = p_total = p_text = 0
-        routes = lambda r: any(e["type"] not in PII_ALLOW and e.get("score", 1.0) >= PII_MIN_SCORE for e in r.get("pii", []))
+        found = total = p_found = p_total = p_text = a_found = a_total = 0
+        acts_on = lambda e: e["type"] not in PII_ALLOW and e.get("score", 1.0) >= PII_MIN_SCORE
+        routes = lambda r: any(acts_on(e) for e in r.get("pii", []))
         routing_agree = sum(routes(f) == routes(s) for f, s in pi)
         for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
             full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
@@ -231,9 +234,12 @@ def main():
                     p_total += 1
                     p_found += hit
                     p_text += fb[e["start"]:e["end"]].decode("utf-8", "replace") in small_text
+                    if acts_on(e):
+                        a_total += 1
+                        a_found += hit
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
         print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {d_full:.3f} / {d_comp:.3f} | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
-              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {p_found / max(p_total, 1):.3f} ({p_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {p_found / max(p_total, 1):.3f} ({p_total}) | {a_found / max(a_total, 1):.3f} ({a_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for i, c in enumerate(cases):
@@ -241,6 +247,7 @@ def main():
                 f.write(json.dumps({
                     "signal": c[0], "length": c[1], "depth": c[2], "category": categories[i],
                     "target": rows_target[i], "compressed": rows_comp[i]["text"],
+                    "whole_text": rows_full[i]["text"], "target_span": cases[i][4] if c[0] == "pii" else None,
                     "whole": {k: full.get(k) for k in ("domain", "jailbreak", "pii")},
                     "small": {k: small.get(k) for k in ("domain", "jailbreak", "pii")},
                 }, ensure_ascii=False) + "\n")

@@ -2399,8 +2399,20 @@ mod tests {
             "Ship to Lyon by Friday.",
             "I'm in ΠΑΦΟΣ, at the conference",
             "I'm originally from Quito",
+            "The bus drops you off at ul. Chrzanowska 61.",
+            "Send it to ul. Więckowskiego Stefana 28",
+            "Our offices are located at Piroska u. 97.",
+            "pedestrians must enter on hegyalja út 98.",
+            "The title refers to 22 Pollen Crescent in Fitzroy.",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
+        }
+        for t in [
+            "In 1990 Green Bay won the title.",
+            "Table 3 Close the valve before reading.",
+            "Figure 2 Walk",
+        ] {
+            assert!(!has(t, RiskFlags::ADDRESS), "{t}");
         }
     }
 

@@ -6,7 +6,8 @@
 //! - [`config`]: the validated filter configuration;
 //! - [`policy`]: routing, jailbreak and PII decisions;
 //! - [`error_response`]: OpenAI-style error replies;
-//! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait.
+//! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait;
+//! - [`header_map`]: the proxy-wasm header map serialisation.
 //!
 //! `shim` is the thin layer that talks to the proxy-wasm host (compiled only
 //! for `wasm32`). A panic in a wasm filter kills the VM for every request on
@@ -17,6 +18,7 @@ pub mod compression;
 pub mod config;
 pub mod error_response;
 pub mod filter;
+pub mod header_map;
 pub mod json_scan;
 pub mod policy;
 pub mod prompt;

@@ -23,11 +23,12 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action as WasmAction, ContextType, LogLevel, MapType};
+use proxy_wasm::types::{Action as WasmAction, ContextType, LogLevel};
 use semroute_proto::{CLASSIFIER_SERVICE, CLASSIFY_METHOD};
 
 use crate::config::FilterConfig;
 use crate::filter::{Action, Host, HostError, HttpFilter};
+use crate::header_map;
 use crate::prompt::TokenCalibration;
 
 proxy_wasm::main! {{
@@ -78,6 +79,52 @@ extern "C" {
         grpc_status: i32,
     ) -> u32;
     fn proxy_continue_stream(stream_type: u32) -> u32;
+    fn proxy_get_header_map_value(
+        map_type: u32,
+        key_data: *const u8,
+        key_size: usize,
+        return_value_data: *mut *mut u8,
+        return_value_size: *mut usize,
+    ) -> u32;
+    fn proxy_get_header_map_pairs(
+        map_type: u32,
+        return_map_data: *mut *mut u8,
+        return_map_size: *mut usize,
+    ) -> u32;
+}
+
+/// Takes ownership of a buffer the host allocated in this module (`proxy_on_memory_allocate`,
+/// a `Vec<u8>` of capacity `size`) and returned through `data`/`size` with status `status`.
+fn host_bytes(status: u32, data: *mut u8, size: usize) -> Result<Option<Vec<u8>>, u32> {
+    match status {
+        STATUS_OK if data.is_null() => Ok(Some(Vec::new())),
+        // SAFETY: the host wrote a pointer to memory from this module's allocator, of
+        // capacity `size`, whose ownership passes to us.
+        STATUS_OK => Ok(Some(unsafe { Vec::from_raw_parts(data, size, size) })),
+        STATUS_NOT_FOUND => Ok(None),
+        s => Err(s),
+    }
+}
+
+/// The value of header `name` in map `map_type`, as raw bytes (header values may hold any
+/// byte but NUL, CR and LF: HTTP/1.1 `obs-text`, RFC 9110 section 5.5).
+fn get_header_bytes(map_type: u32, name: &str) -> Result<Option<Vec<u8>>, u32> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: `name` is a live slice for the call; see `host_bytes` for the result.
+    let status = unsafe {
+        proxy_get_header_map_value(map_type, name.as_ptr(), name.len(), &mut data, &mut size)
+    };
+    host_bytes(status, data, size)
+}
+
+/// The serialised pairs of header map `map_type` (see [`header_map`]).
+fn get_header_pairs(map_type: u32) -> Result<Vec<u8>, u32> {
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: see `host_bytes`.
+    let status = unsafe { proxy_get_header_map_pairs(map_type, &mut data, &mut size) };
+    host_bytes(status, data, size).map(Option::unwrap_or_default)
 }
 
 fn get_buffer(buffer_type: u32, start: usize, max_size: usize) -> Result<Option<Vec<u8>>, u32> {
@@ -95,24 +142,6 @@ fn get_buffer(buffer_type: u32, start: usize, max_size: usize) -> Result<Option<
         STATUS_NOT_FOUND => Ok(None),
         s => Err(s),
     }
-}
-
-/// proxy-wasm map serialisation: count, (key len, value len) pairs, then
-/// NUL-terminated keys and values.
-fn serialize_headers(headers: &[(&str, &str)]) -> Vec<u8> {
-    let mut out = Vec::new();
-    out.extend_from_slice(&(headers.len() as u32).to_le_bytes());
-    for (k, v) in headers {
-        out.extend_from_slice(&(k.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-    }
-    for (k, v) in headers {
-        out.extend_from_slice(k.as_bytes());
-        out.push(0);
-        out.extend_from_slice(v.as_bytes());
-        out.push(0);
-    }
-    out
 }
 
 fn check(call: &'static str, status: u32) -> Result<(), HostError> {
@@ -200,15 +229,24 @@ struct WasmHost;
 
 impl Host for WasmHost {
     fn request_header(&self, name: &str) -> Option<String> {
-        hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
-            .ok()
-            .flatten()
+        // The SDK's accessors panic on a value that is not UTF-8, which any client can send.
+        match get_header_bytes(MAP_HTTP_REQUEST_HEADERS, name) {
+            Ok(v) => v.map(|b| String::from_utf8_lossy(&b).into_owned()),
+            Err(s) => {
+                log::warn!("semroute: reading request header {name} failed with status {s}");
+                None
+            }
+        }
     }
 
     fn request_header_names(&self) -> Vec<String> {
-        hostcalls::get_map(MapType::HttpRequestHeaders)
-            .map(|m| m.into_iter().map(|(k, _)| k).collect())
-            .unwrap_or_default()
+        match get_header_pairs(MAP_HTTP_REQUEST_HEADERS) {
+            Ok(map) => header_map::names(&map),
+            Err(s) => {
+                log::warn!("semroute: reading the request headers failed with status {s}");
+                Vec::new()
+            }
+        }
     }
 
     fn set_request_header(&mut self, name: &str, value: &str) {
@@ -277,7 +315,7 @@ impl Host for WasmHost {
     }
 
     fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-        let h = serialize_headers(headers);
+        let h = header_map::serialize(headers);
         // SAFETY: pointers and lengths describe live slices for the call.
         let s = unsafe {
             proxy_send_local_response(

@@ -56,6 +56,33 @@ async fn fail_open_without_daemon_and_local_checks() {
     assert_eq!(r.0, 200);
     assert!(r.1.contains("general-model"), "{}", r.1);
 
+    // A header value that is not UTF-8 (HTTP obs-text, which any client may send) neither
+    // fails the request nor kills the filter's VM: more requests than the proxy has workers,
+    // on a routed and a pass-through path, then normal requests still succeed.
+    let odd = reqwest::header::HeaderValue::from_bytes(b"caf\xe9 \xff").expect("obs-text");
+    for _ in 0..4 {
+        let r = common::client()
+            .post(format!("{}/v1/chat/completions", router.url()))
+            .header("content-type", "application/json")
+            .header("x-note", odd.clone())
+            .body(body.clone())
+            .send()
+            .await
+            .expect("POST");
+        assert_eq!(r.status().as_u16(), 200);
+        let r = common::client()
+            .get(format!("{}/v1/models", router.url()))
+            .header("x-note", odd.clone())
+            .send()
+            .await
+            .expect("GET");
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    for _ in 0..4 {
+        let r = chat(&router, "auto", MATH).await;
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    }
+
     // Malformed JSON: 400 OpenAI error, never reaches an upstream.
     let before = router.upstream_requests();
     let r = post(

@@ -91,7 +91,8 @@ pub struct Limits {
     /// Bodies whose `content-length` is at most this many bytes are scanned
     /// in one pass at end of stream instead of chunk by chunk.
     pub small_body_bytes: u64,
-    /// Most bytes of earlier user turns and tool output sent as `scan_text`.
+    /// Most bytes of earlier user turns and tool output read for `scan_text`, which is then
+    /// compressed to `compression.budget_tokens` before it is sent.
     pub max_scan_text_bytes: usize,
 }
 

@@ -406,10 +406,17 @@ impl HttpFilter {
             Vec::new()
         };
         let compressed = builder.finish(&pinned);
+        // Earlier turns and tool output go to the same budget, their risk-flagged sentences
+        // first, so that the daemon's cost stays bounded whatever the history's length (a
+        // long history must not push the call past its deadline and into the fail-open
+        // route).
+        let mut scan_text = extractor
+            .take_scan_builder()
+            .map(|b| b.finish(&[]).text)
+            .unwrap_or_default();
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
         let mut text = compressed.text;
-        let mut scan_text = extractor.extracted().scan_text.clone();
         if text.trim().is_empty() {
             // No user turn: domain cannot be classified; scan what there is.
             signals.retain(|s| s != signal::DOMAIN);

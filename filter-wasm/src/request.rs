@@ -186,6 +186,9 @@ pub struct Extractor {
     /// The input string of the Responses API is being read.
     input_string: bool,
     builder: Option<PromptBuilder>,
+    /// Fed with `scan_text` as it is appended (one segment), so that the scan text is
+    /// compressed like the prompt, without a second read.
+    scan_builder: Option<PromptBuilder>,
     out: Extracted,
 }
 
@@ -217,6 +220,7 @@ impl Extractor {
             msg: MessageAcc::default(),
             input_string: false,
             builder: None,
+            scan_builder: None,
             out: Extracted::default(),
         }
     }
@@ -263,6 +267,13 @@ impl Extractor {
         }
     }
 
+    /// Takes the prompt builder holding the scan text (earlier user turns and tool output:
+    /// exactly the text of [`Extracted::scan_text`], as one segment); `None` when there is
+    /// none.
+    pub fn take_scan_builder(&mut self) -> Option<PromptBuilder> {
+        self.scan_builder.take()
+    }
+
     /// True when the last user turn read so far was analysed by its prompt builder as it
     /// arrived (whatever the order of `role` and `content`), so
     /// [`Extractor::take_prompt_builder`] will not re-read its text.
@@ -295,10 +306,20 @@ impl Extractor {
         while cut > 0 && !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        out.scan_text.push_str(text.get(..cut).unwrap_or_default());
+        let piece = text.get(..cut).unwrap_or_default();
+        out.scan_text.push_str(piece);
         out.scan_text_dropped = out
             .scan_text_dropped
             .saturating_add((text.len() - cut) as u64);
+        if self.scan_builder.is_none() {
+            self.scan_builder = Some(self.new_builder());
+        }
+        if let Some(b) = self.scan_builder.as_mut() {
+            if sep > 0 {
+                b.push_str("\n\n");
+            }
+            b.push_str(piece);
+        }
     }
 
     fn begin_message(&mut self) {

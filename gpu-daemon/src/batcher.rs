@@ -103,6 +103,14 @@ fn engine_loop(
             }
         }
         metrics.queue_depth.dec_by(jobs.len() as i64);
+        let abandoned = drop_abandoned(&mut jobs);
+        if abandoned > 0 {
+            metrics.abandoned.inc_by(abandoned as u64);
+            tracing::debug!(abandoned, "skipped requests whose caller has gone");
+        }
+        if jobs.is_empty() {
+            continue;
+        }
         metrics.batch_size.observe(jobs.len() as f64);
         let started = Instant::now();
         let inputs: Vec<ClassifyInput> = jobs.iter().map(|j| j.input.clone()).collect();
@@ -130,6 +138,15 @@ fn engine_loop(
     }
 }
 
+/// Removes the jobs whose caller has gone (its deadline passed or the call was cancelled, so
+/// the gRPC handler and its reply receiver were dropped) and returns how many. Computing them
+/// would only delay the requests queued behind them, past their own deadlines.
+fn drop_abandoned(jobs: &mut Vec<Job>) -> usize {
+    let before = jobs.len();
+    jobs.retain(|j| !j.reply.is_closed());
+    before - jobs.len()
+}
+
 fn run_isolated(
     engine: &mut Engine,
     inputs: &[ClassifyInput],
@@ -150,5 +167,35 @@ fn run_isolated(
             );
             Err(BatchError::Engine("internal error in a model".into()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job() -> (Job, oneshot::Receiver<JobResult>) {
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            input: ClassifyInput::default(),
+            enqueued: Instant::now(),
+            reply,
+        };
+        (job, rx)
+    }
+
+    #[test]
+    fn jobs_whose_caller_has_gone_are_dropped() {
+        let (a, rx_a) = job();
+        let (b, rx_b) = job();
+        let (c, _rx_c) = job();
+        drop(rx_b);
+        let mut jobs = vec![a, b, c];
+        assert_eq!(drop_abandoned(&mut jobs), 1);
+        assert_eq!(jobs.len(), 2);
+        drop(rx_a);
+        assert_eq!(drop_abandoned(&mut jobs), 1);
+        assert_eq!(drop_abandoned(&mut jobs), 0);
+        assert_eq!(jobs.len(), 1);
     }
 }

@@ -44,6 +44,8 @@ pub struct Metrics {
     pub queue_depth: Gauge,
     /// Engine failures (model errors or panics), isolated per batch.
     pub engine_failures: Counter,
+    /// Requests skipped because their caller had gone before the engine reached them.
+    pub abandoned: Counter,
 }
 
 fn latency_histogram() -> Histogram {
@@ -64,6 +66,7 @@ impl Metrics {
         let truncated = Counter::default();
         let queue_depth = Gauge::default();
         let engine_failures = Counter::default();
+        let abandoned = Counter::default();
         registry.register(
             "classify_requests",
             "Classify calls by gRPC status code",
@@ -104,6 +107,11 @@ impl Metrics {
             "Engine batches that failed (model error or panic)",
             engine_failures.clone(),
         );
+        registry.register(
+            "abandoned_requests",
+            "Requests skipped because their caller had gone (deadline passed or call cancelled) before the engine reached them",
+            abandoned.clone(),
+        );
         Arc::new(Self {
             registry,
             requests,
@@ -114,6 +122,7 @@ impl Metrics {
             truncated,
             queue_depth,
             engine_failures,
+            abandoned,
         })
     }
 

@@ -24,7 +24,9 @@ cleanup() {
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
   echo "stopped."
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+trap cleanup EXIT
 
 wait_for() { # description, command...
   local what=$1; shift
@@ -36,8 +38,25 @@ wait_for() { # description, command...
   exit 1
 }
 
+# The daemon runs under a restart loop, as a DaemonSet's pod does (restartPolicy: Always):
+# while it is down the filter applies its failure mode (fail-open by default) and Envoy keeps
+# serving; stopping the loop stops the daemon.
+run_daemon() {
+  local child=""
+  trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' INT TERM
+  while true; do
+    target/release/semroute-daemon serve --config config/daemon.toml --socket "$SOCKET" >>"$RUN_DIR/daemon.log" 2>&1 &
+    child=$!
+    status=0
+    wait "$child" || status=$?
+    echo "semroute-daemon exited with status $status; restarting in 1 s" | tee -a "$RUN_DIR/daemon.log" >&2
+    sleep 1
+  done
+}
+
 echo "starting semroute-daemon (models load in a few seconds) -> $RUN_DIR/daemon.log"
-target/release/semroute-daemon serve --config config/daemon.toml --socket "$SOCKET" >"$RUN_DIR/daemon.log" 2>&1 &
+: >"$RUN_DIR/daemon.log"
+run_daemon &
 pids+=($!)
 
 port=8101

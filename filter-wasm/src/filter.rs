@@ -364,6 +364,9 @@ impl HttpFilter {
             FeedError::Sink(e @ ExtractError::DuplicateKey(_)) => {
                 ErrorResponse::bad_request(format!("invalid request body: {e}"), "invalid_request")
             }
+            FeedError::Sink(e @ ExtractError::WrongType { .. }) => {
+                ErrorResponse::bad_request(format!("invalid request body: {e}"), "invalid_type")
+            }
         })
     }
 

@@ -56,6 +56,15 @@ pub enum ExtractError {
     /// disagree on which copy wins, so such bodies are refused.
     #[error("duplicate key {0:?}")]
     DuplicateKey(&'static str),
+    /// A field the router reads has a JSON type the API does not allow (for example
+    /// `messages` as an object); such a body is refused rather than forwarded unread.
+    #[error("`{field}` must be {expected}")]
+    WrongType {
+        /// The field, as the API names it.
+        field: &'static str,
+        /// What the API allows, in words.
+        expected: &'static str,
+    },
 }
 
 /// The top-level `model` value.
@@ -105,8 +114,6 @@ enum Ctx {
     Part,
     /// Anything the router does not read.
     Ignored,
-    /// A non-array value of `messages` / `input`: completes the conversation.
-    ConversationOther,
 }
 
 /// What the next value (after a key) means.
@@ -190,6 +197,20 @@ pub struct Extractor {
     /// compressed like the prompt, without a second read.
     scan_builder: Option<PromptBuilder>,
     out: Extracted,
+}
+
+fn content_type() -> ExtractError {
+    ExtractError::WrongType {
+        field: "content",
+        expected: "a string, an array of content parts or null",
+    }
+}
+
+fn role_type() -> ExtractError {
+    ExtractError::WrongType {
+        field: "role",
+        expected: "a string",
+    }
 }
 
 fn role_of(text: &str) -> Role {
@@ -428,23 +449,64 @@ impl Extractor {
         };
         Ok(match (parent, slot, is_object) {
             (Ctx::Root, Slot::Conversation, false) => Ctx::Conversation,
-            (Ctx::Root, Slot::Conversation, true) => Ctx::ConversationOther,
+            (Ctx::Root, Slot::Conversation, true) => return Err(self.conversation_type()),
             (Ctx::Conversation, _, true) => Ctx::Message,
+            (Ctx::Conversation, _, false) => return Err(self.item_type()),
+            (Ctx::Message, Slot::Content, true) => return Err(content_type()),
+            (Ctx::Message, Slot::Role, _) => return Err(role_type()),
             (Ctx::Message, Slot::Content | Slot::Output, false) => Ctx::Parts,
             (Ctx::Parts, _, true) => Ctx::Part,
             _ => Ctx::Ignored,
         })
     }
 
-    /// A scalar value (not a string) in the current slot.
-    fn scalar(&mut self, value: Option<bool>) {
+    /// The error for a `messages` / `input` value of the wrong type.
+    fn conversation_type(&self) -> ExtractError {
+        match self.api {
+            Api::ChatCompletions => ExtractError::WrongType {
+                field: "messages",
+                expected: "an array of message objects",
+            },
+            Api::Responses => ExtractError::WrongType {
+                field: "input",
+                expected: "a string or an array of input items",
+            },
+        }
+    }
+
+    /// The error for an item of `messages` / `input` that is not an object.
+    fn item_type(&self) -> ExtractError {
+        match self.api {
+            Api::ChatCompletions => ExtractError::WrongType {
+                field: "messages[]",
+                expected: "an object",
+            },
+            Api::Responses => ExtractError::WrongType {
+                field: "input[]",
+                expected: "an object",
+            },
+        }
+    }
+
+    /// A scalar value (not a string) in the current slot: `null` (`value` `None` and
+    /// `null` true), a number (`None`) or a boolean.
+    fn scalar(&mut self, value: Option<bool>, null: bool) -> Result<(), ExtractError> {
         let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
+        if self.stack.last() == Some(&Ctx::Conversation) {
+            return Err(self.item_type());
+        }
         match slot {
             Slot::Model => self.out.model = Some(ModelValue::Other),
             Slot::Stream => self.out.stream = value == Some(true),
-            Slot::Conversation => self.out.texts_complete = true,
+            // `null` is an absent conversation; a number or boolean is not one.
+            Slot::Conversation if null => self.out.texts_complete = true,
+            Slot::Conversation => return Err(self.conversation_type()),
+            // `null` content is allowed (an assistant turn with `tool_calls`).
+            Slot::Content if !null => return Err(content_type()),
+            Slot::Role => return Err(role_type()),
             _ => {}
         }
+        Ok(())
     }
 
     fn key(&mut self, name: Option<&str>) -> Result<(), ExtractError> {
@@ -493,8 +555,11 @@ impl Extractor {
         Ok(())
     }
 
-    fn string_start(&mut self, offset: u64) {
+    fn string_start(&mut self, offset: u64) -> Result<(), ExtractError> {
         let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
+        if self.stack.last() == Some(&Ctx::Conversation) {
+            return Err(self.item_type());
+        }
         self.target = match slot {
             Slot::Model => {
                 self.model_buf.clear();
@@ -505,6 +570,9 @@ impl Extractor {
             Slot::Role => StrTarget::Role,
             Slot::ItemType => StrTarget::ItemType,
             Slot::Content | Slot::Output | Slot::PartText => StrTarget::Text,
+            Slot::Conversation if self.api == Api::ChatCompletions => {
+                return Err(self.conversation_type());
+            }
             Slot::Conversation => {
                 // Responses API: `input` as a plain string is one user turn.
                 self.input_string = true;
@@ -514,6 +582,7 @@ impl Extractor {
             }
             Slot::Ignore | Slot::Stream => StrTarget::None,
         };
+        Ok(())
     }
 
     fn string_fragment(&mut self, s: &str) {
@@ -582,9 +651,7 @@ impl Sink for Extractor {
             Event::ObjectEnd { .. } | Event::ArrayEnd { .. } => {
                 match self.stack.pop() {
                     Some(Ctx::Message) => self.end_message(),
-                    Some(Ctx::Conversation | Ctx::ConversationOther) => {
-                        self.out.texts_complete = true
-                    }
+                    Some(Ctx::Conversation) => self.out.texts_complete = true,
                     _ => {}
                 }
                 self.slot = Slot::Ignore;
@@ -594,7 +661,7 @@ impl Sink for Extractor {
                 if self.stack.is_empty() {
                     return Err(ExtractError::NotAnObject);
                 }
-                self.string_start(offset);
+                self.string_start(offset)?;
             }
             Event::StringFragment(s) => self.string_fragment(s),
             Event::StringEnd { end } => self.string_end(end),
@@ -602,13 +669,13 @@ impl Sink for Extractor {
                 if self.stack.is_empty() {
                     return Err(ExtractError::NotAnObject);
                 }
-                self.scalar(None);
+                self.scalar(None, matches!(event, Event::Null { .. }))?;
             }
             Event::Bool { value, .. } => {
                 if self.stack.is_empty() {
                     return Err(ExtractError::NotAnObject);
                 }
-                self.scalar(Some(value));
+                self.scalar(Some(value), false)?;
             }
         }
         Ok(())

@@ -275,6 +275,69 @@ fn rejects_duplicates_and_non_objects() {
 }
 
 #[test]
+fn rejects_wrong_types_of_the_fields_it_reads() {
+    let chat = Api::ChatCompletions;
+    let resp = Api::Responses;
+    for (body, api, field) in [
+        (
+            &br#"{"messages":{"role":"user","content":"x"}}"#[..],
+            chat,
+            "messages",
+        ),
+        (br#"{"messages":"hello"}"#, chat, "messages"),
+        (br#"{"messages":3}"#, chat, "messages"),
+        (br#"{"messages":true}"#, chat, "messages"),
+        (br#"{"messages":["hello"]}"#, chat, "messages[]"),
+        (br#"{"messages":[[{"role":"user"}]]}"#, chat, "messages[]"),
+        (br#"{"messages":[null]}"#, chat, "messages[]"),
+        (
+            br#"{"messages":[{"role":"user","content":{"text":"x"}}]}"#,
+            chat,
+            "content",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":42}]}"#,
+            chat,
+            "content",
+        ),
+        (br#"{"messages":[{"role":1,"content":"x"}]}"#, chat, "role"),
+        (
+            br#"{"messages":[{"role":["user"],"content":"x"}]}"#,
+            chat,
+            "role",
+        ),
+        (br#"{"input":{"role":"user","content":"x"}}"#, resp, "input"),
+        (br#"{"input":7}"#, resp, "input"),
+        (br#"{"input":["hello"]}"#, resp, "input[]"),
+    ] {
+        match extract(api, body, &[1, 9]) {
+            Err(FeedError::Sink(ExtractError::WrongType { field: f, .. })) => {
+                assert_eq!(f, field, "{}", String::from_utf8_lossy(body))
+            }
+            other => panic!("{}: {other:?}", String::from_utf8_lossy(body)),
+        }
+    }
+    // Allowed: no conversation, `null` for it, `null` content (an assistant turn with
+    // `tool_calls`), and fields the router does not read, whatever their type.
+    for (body, api) in [
+        (&br#"{"model":"auto"}"#[..], chat),
+        (br#"{"messages":null}"#, chat),
+        (br#"{"input":null}"#, resp),
+        (
+            br#"{"messages":[{"role":"assistant","content":null,"tool_calls":[]},{"role":"user","content":"q","name":7}]}"#,
+            chat,
+        ),
+        (br#"{"messages":[],"temperature":"hot","tools":{}}"#, chat),
+    ] {
+        assert!(
+            extract(api, body, &[]).is_ok(),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+}
+
+#[test]
 fn ready_before_the_body_ends() {
     let body = br#"{"model":"auto","messages":[{"role":"user","content":"hi"}],"tools":[1,2,3]}"#;
     let cut = body.windows(2).position(|w| w == b"],").unwrap() + 1;

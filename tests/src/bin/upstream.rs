@@ -21,8 +21,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+/// Largest request body accepted, bytes.
+const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
+
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -265,6 +268,9 @@ async fn main() -> anyhow::Result<()> {
         .route("/health", get(health))
         .route("/stats", get(stats))
         .fallback(not_found)
+        // Bodies up to the largest `limits.max_body_bytes` the filter accepts (256 MiB), above
+        // axum's 2 MiB default, so every body the router accepts reaches the model.
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
     let addr: SocketAddr = format!("{}:{}", args.host, args.port).parse()?;
     let listener = tokio::net::TcpListener::bind(addr).await?;

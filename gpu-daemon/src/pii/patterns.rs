@@ -154,6 +154,20 @@ fn is_round_number_list(s: &str) -> bool {
     groups >= 2
 }
 
+/// Whether a phone-shaped match is one decimal number ("238.0508") or a range of years
+/// ("1837-1843"): two digit groups joined by a dot, or two years from 1000 to 2099 joined by
+/// a hyphen.
+fn is_decimal_or_year_range(s: &str) -> bool {
+    let year = |g: &str| g.len() == 4 && g.parse::<u32>().is_ok_and(|y| (1000..=2099).contains(&y));
+    let all_digits = |g: &str| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit());
+    if let Some((a, b)) = s.split_once('.') {
+        if all_digits(a) && all_digits(b) {
+            return true;
+        }
+    }
+    matches!(s.split_once('-'), Some((a, b)) if year(a) && year(b))
+}
+
 /// Finds validated pattern entities in `text`. Spans are byte offsets;
 /// earlier (more specific) patterns win where spans overlap.
 pub fn find(text: &str) -> Vec<Entity> {
@@ -217,6 +231,7 @@ pub fn find(text: &str) -> Vec<Entity> {
             && !starts_with_iso_date(m.as_str())
             && !is_decimal_list(m.as_str())
             && !is_round_number_list(m.as_str())
+            && !is_decimal_or_year_range(m.as_str())
             && !overlaps(&found, m.start(), m.end())
         {
             found.push(pattern("PHONE_NUMBER", m.start(), m.end()));
@@ -322,6 +337,15 @@ mod tests {
         assert!(kinds("ref AB1234 567 890").is_empty());
         assert!(kinds("at 17151 2450 Crown St").is_empty());
         assert!(kinds("speeds of 180 120 60 30 km/h").is_empty());
+        assert!(kinds("mass 238.0508 u, then 234.0437 u").is_empty());
+        assert!(kinds("during the years 1837-1843 it grew").is_empty());
+        assert_eq!(
+            kinds("call 555-1234 or 555.123.4567"),
+            vec![
+                ("PHONE_NUMBER", "555-1234"),
+                ("PHONE_NUMBER", "555.123.4567")
+            ]
+        );
     }
 
     #[test]

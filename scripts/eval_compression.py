@@ -21,7 +21,10 @@ natively). Reported per length:
   decisions against the planted text's label;
 - PII routing agreement: the same decision under the PII policy of
   envoy.yaml (route when an entity of a type outside its allow list scores at
-  least its min_score);
+  least its min_score); and, since the whole prompt's decision can come from
+  the PII model's hits in its filler, the accuracy of both decisions against
+  the planted text's label (routed when its annotated entities include a type
+  outside the allow list);
 - PII entity recall: entities (type and value) found in the whole prompt that
   are also found in the compressed one, over the planted text's span (the
   personal data put there) and over the whole prompt (filler included); over
@@ -150,6 +153,8 @@ def main():
         "jailbreak": [r["text"] for r in jail if r["label"] == "jailbreak"] + [r["text"] for r in jail if r["label"] == "benign"],
         "pii": [r["text"] for r in pii],
     }
+    # Whether each planted PII text should be routed under the policy (annotated types).
+    pii_routes = {r["text"]: any(e["type"] not in PII_ALLOW for e in r["entities"]) for r in pii}
     for v in targets.values():
         rng.shuffle(v)
     jailbreak_texts = {r["text"] for r in jail if r["label"] == "jailbreak"}
@@ -201,8 +206,8 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; compression as in envoy.yaml: {json.dumps(COMPRESSION)})")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII recall, planted text | PII recall, planted, types the policy acts on | planted entity text kept | PII recall, whole prompt | full truncated |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII routing accuracy vs label: whole / compressed | PII recall, planted text | PII recall, planted, types the policy acts on | planted entity text kept | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -221,6 +226,10 @@ def main():
         acts_on = lambda e: e["type"] not in PII_ALLOW and e.get("score", 1.0) >= PII_MIN_SCORE
         routes = lambda r: any(acts_on(e) for e in r.get("pii", []))
         routing_agree = sum(routes(f) == routes(s) for f, s in pi)
+        pi_idx = [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]
+        pi_labels = [pii_routes.get(rows_target[i], False) for i in pi_idx]
+        r_full = sum(routes(f) == l for (f, _), l in zip(pi, pi_labels)) / max(len(pi), 1)
+        r_comp = sum(routes(s) == l for (_, s), l in zip(pi, pi_labels)) / max(len(pi), 1)
         for (f, s), i in zip(pi, [i for i, c in enumerate(cases) if c[0] == "pii" and c[1] == length]):
             full_text, small_text = rows_full[i]["text"], rows_comp[i]["text"]
             lo, hi = cases[i][4]
@@ -239,7 +248,7 @@ def main():
                         a_found += hit
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
         print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {d_full:.3f} / {d_comp:.3f} | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
-              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {p_found / max(p_total, 1):.3f} ({p_total}) | {a_found / max(a_total, 1):.3f} ({a_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {r_full:.3f} / {r_comp:.3f} | {p_found / max(p_total, 1):.3f} ({p_total}) | {a_found / max(a_total, 1):.3f} ({a_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for i, c in enumerate(cases):

@@ -476,15 +476,12 @@ impl Extractor {
 
     /// The error for an item of `messages` / `input` that is not an object.
     fn item_type(&self) -> ExtractError {
-        match self.api {
-            Api::ChatCompletions => ExtractError::WrongType {
-                field: "messages[]",
-                expected: "an object",
+        ExtractError::WrongType {
+            field: match self.api {
+                Api::ChatCompletions => "messages[]",
+                Api::Responses => "input[]",
             },
-            Api::Responses => ExtractError::WrongType {
-                field: "input[]",
-                expected: "an object",
-            },
+            expected: "an object",
         }
     }
 

@@ -1520,12 +1520,8 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         if any && b.is_ascii_alphabetic() {
             // Later ASCII letters of a word: what the general path below does for each of
             // them, in one step.
-            let rest = bytes.get(i..).unwrap_or_default();
-            let n = rest
-                .iter()
-                .position(|x| !x.is_ascii_alphabetic())
-                .unwrap_or(rest.len());
-            let run = rest.get(..n).unwrap_or_default();
+            let run = super::text::ascii_letter_run(bytes.get(i..).unwrap_or_default());
+            let n = run.len();
             let uppers = run.iter().filter(|x| x.is_ascii_uppercase()).count() as u32;
             inj.ascii_letters(run, uppers == n as u32);
             cur.push_ascii_letters(run);
@@ -1533,13 +1529,8 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             i += n;
             continue;
         }
-        let c = if b.is_ascii() {
-            char::from(b)
-        } else {
-            match text.get(i..).and_then(|rest| rest.chars().next()) {
-                Some(c) => c,
-                None => break,
-            }
+        let Some(c) = super::text::char_at(text, i, b) else {
+            break;
         };
         i += c.len_utf8();
         let latin = super::text::fold_latin(c);

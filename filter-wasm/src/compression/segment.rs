@@ -165,13 +165,8 @@ impl Segmenter {
                 i += 1;
                 continue;
             }
-            let c = if b.is_ascii() {
-                char::from(b)
-            } else {
-                match chunk.get(i..).and_then(|rest| rest.chars().next()) {
-                    Some(c) => c,
-                    None => break,
-                }
+            let Some(c) = super::text::char_at(chunk, i, b) else {
+                break;
             };
             self.step(c, base + i, out);
             i += c.len_utf8();

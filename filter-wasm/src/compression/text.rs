@@ -78,6 +78,27 @@ pub(crate) enum CharClass {
     Other(u32),
 }
 
+/// The run of ASCII letters at the start of `rest` (empty when it does not start with one).
+#[inline]
+pub(crate) fn ascii_letter_run(rest: &[u8]) -> &[u8] {
+    let n = rest
+        .iter()
+        .position(|x| !x.is_ascii_alphabetic())
+        .unwrap_or(rest.len());
+    rest.get(..n).unwrap_or_default()
+}
+
+/// The character at byte `at` of `text`, whose first byte is `first` (decoded only when it
+/// is not ASCII); `None` when `at` is not a character boundary.
+#[inline]
+pub(crate) fn char_at(text: &str, at: usize, first: u8) -> Option<char> {
+    if first.is_ascii() {
+        Some(char::from(first))
+    } else {
+        text.get(at..).and_then(|rest| rest.chars().next())
+    }
+}
+
 /// Class of an ASCII byte.
 #[inline(always)]
 const fn ascii_class(b: u8) -> CharClass {
@@ -668,12 +689,8 @@ pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
         if b.is_ascii_alphabetic() {
             // A run of ASCII letters: what the general path below does for each of them as
             // a `Latin` character, in one step.
-            let rest = bytes.get(i..).unwrap_or_default();
-            let n = rest
-                .iter()
-                .position(|x| !x.is_ascii_alphabetic())
-                .unwrap_or(rest.len());
-            let run = rest.get(..n).unwrap_or_default();
+            let run = ascii_letter_run(bytes.get(i..).unwrap_or_default());
+            let n = run.len();
             word.push_latin_run(n as u32);
             term.push_ascii_letters(run);
             for &x in run {
@@ -683,13 +700,8 @@ pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
             i += n;
             continue;
         }
-        let c = if b.is_ascii() {
-            char::from(b)
-        } else {
-            match text.get(i..).and_then(|rest| rest.chars().next()) {
-                Some(c) => c,
-                None => break,
-            }
+        let Some(c) = char_at(text, i, b) else {
+            break;
         };
         i += c.len_utf8();
         let class = classify(c);

@@ -213,11 +213,16 @@ fn role_type() -> ExtractError {
     }
 }
 
+/// The role named by `text`, in any ASCII case: an upstream that accepts "User" must not
+/// receive a turn the router did not classify.
 fn role_of(text: &str) -> Role {
-    match text {
-        "user" => Role::User,
-        "tool" | "function" => Role::Tool,
-        _ => Role::Other,
+    let is = |name: &str| text.eq_ignore_ascii_case(name);
+    if is("user") {
+        Role::User
+    } else if is("tool") || is("function") {
+        Role::Tool
+    } else {
+        Role::Other
     }
 }
 

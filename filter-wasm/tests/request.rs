@@ -275,6 +275,14 @@ fn rejects_duplicates_and_non_objects() {
 }
 
 #[test]
+fn roles_are_read_in_any_case() {
+    let body = br#"{"messages":[{"role":"TOOL","content":"tool says hi"},{"role":"User","content":"now"}]}"#;
+    let (ex, _) = extract(Api::ChatCompletions, body, &[3]).unwrap();
+    assert_eq!(ex.prompt_segments, vec!["now"]);
+    assert_eq!(ex.scan_text, "tool says hi");
+}
+
+#[test]
 fn rejects_wrong_types_of_the_fields_it_reads() {
     let chat = Api::ChatCompletions;
     let resp = Api::Responses;

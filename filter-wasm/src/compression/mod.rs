@@ -951,8 +951,8 @@ impl PromptBuilder {
                 (RiskFlags::INJECTION, Step::Flagged),
                 (strong_pii, Step::Flagged),
                 (RiskFlags::FRAMING, Step::Flagged),
-                (RiskFlags::INJECTION, Step::Context),
                 (strong_pii, Step::RecordLines),
+                (RiskFlags::INJECTION, Step::Context),
                 (RiskFlags::NAME, Step::Flagged),
                 (RiskFlags::PII, Step::Context),
             ];
@@ -1213,8 +1213,10 @@ impl PromptBuilder {
                 },
                 _ => return Side::Closed,
             };
+            // Record lines take a line flagged only as a name too (its own tier comes
+            // later): "New Zealand." below an address block reads as a name.
             if !sel.get(i).copied().unwrap_or(true)
-                && s.risk.is_empty()
+                && (s.risk.is_empty() || record_lines && s.risk == RiskFlags::NAME)
                 && seen.insert(s.fingerprint)
             {
                 order.push(i);

@@ -8,8 +8,10 @@
 //! nothing that plain TextRank compression would not.
 //!
 //! Detectors ([`RiskFlags`] bits):
-//! - PII: e-mail addresses, phone numbers (international `+` form, or 8-12 digits in short
-//!   groups that do not read as a date), payment-card-like digit runs (12-19 digits, Luhn-valid), IBAN-like strings
+//! - PII: e-mail addresses, phone numbers (international `+` or `00` form, trunk-prefixed
+//!   `0NNN-NNNNNNN`, 8-12 digits in short groups that do not read as a date, a number with
+//!   an extension, or a looser shape next to a phone word such as "Phone:" or "fax"; lists
+//!   of decimals or round quantities from tables are not phones), payment-card-like digit runs (12-19 digits, Luhn-valid), IBAN-like strings
 //!   (country code, check digits, mod-97 valid), SSN-like `AAA-GG-SSSS` (SSA area/group/serial
 //!   rules), IPv4 and IPv6 addresses; and context cues over accent-folded words for the
 //!   personal data a PII model finds: names after courtesy titles ("Mr", "Dr"),
@@ -18,7 +20,9 @@
 //!   personal words ("patient", "account", "born"); street addresses (a house number
 //!   before a street word, also compound forms such as "-straße", "-katu", "-vej"),
 //!   apartment, suite and box numbers, residence phrases ("lives at", "address is", "ship
-//!   to", "zip code", "I'm in"); ages, dates of birth and full calendar dates ("79 years
+//!   to", "zip code", "I'm in"), and the lines of an address block scanned one by one (a
+//!   street line "4596 Tylova 285", a postal-code line "Denmark 29587" or "Salem, OR
+//!   97301"); ages, dates of birth and full calendar dates ("79 years
 //!   old", "born on", "date of birth", `9/20/1968`, `2018-01-14`); and numbers after
 //!   document words ("passport", "license", "account number"). Single accented
 //!   capitalised words mid-sentence, runs of capitalised words holding one, and middle
@@ -287,7 +291,7 @@ fn scan_digit_runs(b: &[u8]) -> RiskFlags {
             continue;
         }
         let run = DigitRun::parse(b, i);
-        f |= run.classify();
+        f |= run.classify(phone_cue_near(b, i, run.end));
         i = run.end.max(i + 1);
     }
     f
@@ -308,6 +312,11 @@ struct DigitRun {
     digits: [u8; 24],
     ndigits: usize,
     overflow: bool,
+    /// Followed by a phone extension: `x123`, `ext. 12`.
+    ext: bool,
+    /// Some separator is a single dot and another holds a space: a list of decimals
+    /// ("1.1158 3.0405 0.4"), as in tables of measurements, not a phone number.
+    decimal_list: bool,
 }
 
 impl DigitRun {
@@ -323,7 +332,10 @@ impl DigitRun {
             digits: [0; 24],
             ndigits: 0,
             overflow: false,
+            ext: false,
+            decimal_list: false,
         };
+        let (mut dot_sep, mut space_sep) = (false, false);
         let mut i = start;
         if r.plus {
             i += 1;
@@ -365,6 +377,8 @@ impl DigitRun {
                 break;
             }
             r.dots_only &= sep == b".";
+            dot_sep |= sep == b".";
+            space_sep |= sep.contains(&b' ');
             let one = if let [x @ (b' ' | b'-')] = sep {
                 *x
             } else {
@@ -378,14 +392,42 @@ impl DigitRun {
             }
             i = j;
         }
+        r.decimal_list = dot_sep && space_sep;
+        // A phone extension: "x769", "ext. 12", "ext 12".
+        let rest = b.get(r.end..).unwrap_or_default();
+        let ext_digits = |from: usize| {
+            rest.get(from..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|x| x.is_ascii_digit())
+                .count()
+        };
+        let ext_at = match rest {
+            [b'x' | b'X', ..] => Some(1),
+            [b' ', b'x' | b'X', ..] => Some(2),
+            [b'e', b'x', b't', b'.', b' ', ..] => Some(5),
+            [b'e', b'x', b't', b'.' | b' ', ..] => Some(4),
+            [b' ', b'e', b'x', b't', b'.', b' ', ..] => Some(6),
+            [b' ', b'e', b'x', b't', b'.' | b' ', ..] => Some(5),
+            _ => None,
+        };
+        if let Some(k) = ext_at {
+            let n = ext_digits(k);
+            if (1..=5).contains(&n) && !rest.get(k + n).is_some_and(u8::is_ascii_alphanumeric) {
+                r.ext = true;
+                r.end += k + n;
+            }
+        }
         // Glued to letters or more digits-with-dots on the right: not a standalone number.
-        if b.get(r.end).is_some_and(|x| x.is_ascii_alphabetic()) {
+        if !r.ext && b.get(r.end).is_some_and(|x| x.is_ascii_alphabetic()) {
             r.overflow = true;
         }
         r
     }
 
-    fn classify(&self) -> RiskFlags {
+    /// The kinds this run reads as; `cue`: a phone word stands next to it
+    /// ([`phone_cue_near`]).
+    fn classify(&self, cue: bool) -> RiskFlags {
         if self.overflow {
             return RiskFlags::NONE;
         }
@@ -404,22 +446,57 @@ impl DigitRun {
         {
             f |= RiskFlags::CARD;
         }
-        if f.is_empty() && self.is_phone() {
+        if f.is_empty()
+            && !self.decimal_list
+            && !self.round_list()
+            && (self.is_phone() || cue && self.is_cued_phone())
+        {
             f |= RiskFlags::PHONE;
         }
         f
     }
 
+    /// Three or more groups that all end in a zero ("600 0 400", "400 400 200"): a list
+    /// of round quantities in a table, not a phone number.
+    fn round_list(&self) -> bool {
+        let g = self.groups.get(..self.ngroups).unwrap_or_default();
+        let mut end = 0usize;
+        g.len() >= 3
+            && g.iter().all(|&len| {
+                end += usize::from(len);
+                end <= self.ndigits && self.digits.get(end.wrapping_sub(1)) == Some(&0)
+            })
+    }
+
     /// Phone shapes: `+` and 8-15 digits; or 8-12 digits in at least two groups of at
     /// most four (three groups when under 10 digits), that do not read as a date; or
-    /// `NNN-NNNN`.
+    /// `NNN-NNNN`; or, with a trunk or international prefix, `0NNN-NNNNNNN` (a zero-led
+    /// area code and a subscriber number of 5 to 8 digits) and `00` followed by 9 to 13
+    /// digits; or 7 to 12 digits in groups followed by an extension (`x769`).
     fn is_phone(&self) -> bool {
         let g = self.groups.get(..self.ngroups).unwrap_or_default();
+        let d = self.digits.get(..self.ndigits).unwrap_or_default();
         let n = self.ndigits;
         if self.plus {
             return (8..=15).contains(&n) && g.iter().all(|&x| x <= 12);
         }
         if g == [3, 4] && self.sep == b'-' {
+            return true;
+        }
+        let zero_led = d.first() == Some(&0);
+        if let [a @ 3..=5, b @ 5..=8] = g {
+            if zero_led && self.simple_seps && (9..=12).contains(&(a + b)) {
+                return true;
+            }
+        }
+        if matches!(d, [0, 0, ..])
+            && (11..=15).contains(&n)
+            && g.len() >= 2
+            && g.iter().all(|&x| x <= 4)
+        {
+            return true;
+        }
+        if self.ext && (7..=12).contains(&n) && g.len() >= 2 && g.iter().all(|&x| x <= 4) {
             return true;
         }
         if g.len() < 2 || !(8..=12).contains(&n) || g.iter().any(|&x| x > 4) {
@@ -435,6 +512,18 @@ impl DigitRun {
         !self.looks_like_date()
     }
 
+    /// Shapes that read as a phone number when a phone word stands next to them
+    /// ([`phone_cue_near`]): 7 to 15 digits in one to four groups of at most 10 digits,
+    /// not a date and not a decimal.
+    fn is_cued_phone(&self) -> bool {
+        let g = self.groups.get(..self.ngroups).unwrap_or_default();
+        (7..=15).contains(&self.ndigits)
+            && (1..=4).contains(&g.len())
+            && g.iter().all(|&x| x <= 10)
+            && !(self.dots_only && g.len() == 2)
+            && !self.looks_like_date()
+    }
+
     /// `YYYY-MM-DD ...` or `DD-MM-YYYY ...` with a 19xx/20xx year.
     fn looks_like_date(&self) -> bool {
         let g = self.groups.get(..self.ngroups).unwrap_or_default();
@@ -447,6 +536,50 @@ impl DigitRun {
             _ => false,
         }
     }
+}
+
+/// Whether a phone word stands next to the digit run `b[start..end]`: within 16 bytes
+/// before it ("Phone:", "Tel.", "Mobile", "Fax", "Desk:", "call me on") or right after it
+/// ("office", "fax", "mobile", as in a signature block: "781 1704 office").
+fn phone_cue_near(b: &[u8], start: usize, end: usize) -> bool {
+    const BEFORE: [&[u8]; 9] = [
+        b"phone",
+        b"tel",
+        b"mobile",
+        b"fax",
+        b"desk",
+        b"cell",
+        b"call me",
+        b"text me",
+        b"whatsapp",
+    ];
+    const AFTER: [&[u8]; 5] = [b"office", b"fax", b"mobile", b"cell", b"home"];
+    let lower = |s: &[u8]| -> [u8; 16] {
+        let mut out = [0u8; 16];
+        for (o, x) in out.iter_mut().zip(s) {
+            *o = x.to_ascii_lowercase();
+        }
+        out
+    };
+    let before = b.get(start.saturating_sub(16)..start).unwrap_or_default();
+    let before = lower(before);
+    let window = before.get(..start.min(16)).unwrap_or_default();
+    if BEFORE
+        .iter()
+        .any(|w| window.windows(w.len()).any(|x| x == *w))
+    {
+        return true;
+    }
+    let after = b.get(end..).unwrap_or_default();
+    let after = after
+        .iter()
+        .position(|x| !matches!(x, b' ' | b'-' | b'(' | b','))
+        .and_then(|k| after.get(k..))
+        .unwrap_or_default();
+    let after = lower(after);
+    AFTER.iter().any(|w| {
+        after.starts_with(w) && !after.get(w.len()).is_some_and(|x| x.is_ascii_alphabetic())
+    })
 }
 
 fn luhn(d: &[u8]) -> bool {
@@ -851,6 +984,8 @@ struct Word {
     letters: u32,
     /// First word of a sentence, line or quoted run.
     start: bool,
+    /// First word of the text or of a line (after quote markers such as `>`).
+    line: bool,
     /// Holds an accented Latin letter.
     accent: bool,
     /// Directly follows a hyphen ("45-year-old").
@@ -1007,6 +1142,11 @@ const STREET_WORDS: &[&[u8]] = &[
     b"carrer",
     b"ulica",
     b"utca",
+    b"strasse",
+    b"gasse",
+    b"platz",
+    b"allee",
+    b"avda",
 ];
 
 /// Street suffixes that count only in "house number, capitalised name, suffix" (see
@@ -1059,6 +1199,62 @@ fn is_street_suffix(w: &[u8]) -> bool {
             | b"creek"
             | b"estates"
     )
+}
+
+/// Words that name a part of a document or a series, which a number may follow and
+/// precede ("Table 3 Figure 4", "Chapter 12 Section 3"): not a street or a place.
+fn is_document_part(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"table"
+            | b"figure"
+            | b"fig"
+            | b"chapter"
+            | b"section"
+            | b"part"
+            | b"page"
+            | b"exhibit"
+            | b"problem"
+            | b"question"
+            | b"exercise"
+            | b"example"
+            | b"step"
+            | b"level"
+            | b"grade"
+            | b"class"
+            | b"type"
+            | b"model"
+            | b"version"
+            | b"year"
+            | b"round"
+            | b"unit"
+            | b"item"
+            | b"line"
+            | b"row"
+            | b"column"
+            | b"volume"
+            | b"vol"
+            | b"issue"
+            | b"article"
+            | b"rule"
+            | b"case"
+            | b"phase"
+            | b"stage"
+            | b"day"
+            | b"week"
+            | b"group"
+            | b"sample"
+            | b"trial"
+            | b"test"
+            | b"experiment"
+            | b"room"
+            | b"apollo"
+    )
+}
+
+/// Four digits that read as a year from 1000 to 2099.
+fn looks_like_year(d: &[u8]) -> bool {
+    matches!(d, [b'1', ..] | [b'2', b'0', ..]) && d.len() == 4
 }
 
 /// Compound street names ("Koskikatu", "Mellemvej", "Hauptstraße").
@@ -1233,6 +1429,8 @@ struct ContextScanner {
     context_at: Option<usize>,
     /// Word index after the last "name".
     name_at: Option<usize>,
+    /// Word index after the last "address".
+    address_at: Option<usize>,
     /// Word index after the last identity-document cue.
     id_at: Option<usize>,
     flags: RiskFlags,
@@ -1250,6 +1448,7 @@ impl ContextScanner {
             context_at: None,
             id_at: None,
             name_at: None,
+            address_at: None,
             flags: RiskFlags::NONE,
         }
     }
@@ -1352,6 +1551,9 @@ impl ContextScanner {
         if cur.is(b"name") {
             self.name_at = Some(n);
         }
+        if cur.is(b"address") {
+            self.address_at = Some(n);
+        }
         // Names: two or three capitalised words near a personal-context word.
         if cur.cap && !cur.start && (self.cap_run == 0 || p1.after == '\0') {
             self.cap_run += 1;
@@ -1393,10 +1595,23 @@ impl ContextScanner {
         }
         if cur.house_number()
             && (p1.in_list(Lex::STREET_COMPOUND) && p1.cap
+                // "Villacher Strasse 89", "Baker Street 221".
+                || p1.in_list(Lex::STREET)
+                    && p1.cap
+                    && p2.cap
+                    && p2.letters >= 3
+                    && !matches!(p1_cue, b"st" | b"dr" | b"ct" | b"pl" | b"place" | b"way")
                 || p2.in_list(Lex::STREET)
                     && p2.cap
                     && p1.cap
                     && !matches!(p2.text(), b"st" | b"dr")
+                // "Avda. Costa Brava 14", "Rua Cyro Franco 12".
+                || p3.in_list(Lex::STREET)
+                    && p3.cap
+                    && p2.cap
+                    && p1.cap
+                    && p2.after == '\0'
+                    && !matches!(p3.text(), b"st" | b"dr")
                 || matches!(p2.text(), b"fpo" | b"apo" | b"dpo")
                 // Polish "ul. Słowicza 10", "ul. Więckowskiego Stefana 28".
                 || p2.is(b"ul") && p2.after == '.' && p1.cap
@@ -1412,9 +1627,71 @@ impl ContextScanner {
         if cur.cap && p1.cap && !p1.start && self.back(2).house_number() && is_street_suffix(c) {
             f |= RiskFlags::ADDRESS;
         }
+        // A street line of an address block: a line that starts with a house number, one or
+        // two capitalised words and a number of 2 to 4 digits ("4596 Tylova 285", "5551
+        // Tjalling Harkeswei 125"), unless the words name a part of a document ("3 Table
+        // 4"). A one-digit number is left out: it is often the integer part of a decimal
+        // ("Alanine 2.34"), and the word scanner does not yet see what follows it.
+        let (name, first, before) = if p2.cap && p2.after == '\0' && !p2.numeric() {
+            (p2, p3, self.back(4))
+        } else {
+            (p1, p2, p3)
+        };
+        if cur.house_number()
+            && (2..=4).contains(&cur.digits)
+            && p1.cap
+            && p1.letters >= 3
+            && p1.after == '\0'
+            && name.letters >= 3
+            && first.house_number()
+            && (first.line || before.after == ':')
+            && first.after == '\0'
+            && !is_document_part(p1.text())
+            && !is_document_part(name.text())
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        // The postal-code line of an address block: a line that starts with a capitalised
+        // place or country name of one or two words and ends in a code of 4 to 6 digits
+        // ("Denmark 29587", "South Africa 70651", "Cyprus (Greek) 25572"); and the US form
+        // "City, ST 12345" (a comma, a two-letter state code in capitals, five digits).
+        let place = |w: Word| (w.cap || w.caps) && w.letters >= 3 && !w.numeric();
+        let postal = cur.house_number()
+            && (4..=6).contains(&cur.digits)
+            && !(cur.digits == 4 && looks_like_year(c));
+        // A place and its postal code after "in" or "at": "in Costamezzana 43015".
+        if postal
+            && place(p1)
+            && matches!(p2.text(), b"in" | b"at")
+            && !p1.in_list(Lex::OPENER)
+            && !is_document_part(p1.text())
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        if cur.house_number()
+            && (4..=6).contains(&cur.digits)
+            && !(cur.digits == 4 && looks_like_year(c))
+            && place(p1)
+            && (p1.line || place(p2) && p2.line)
+            && !is_document_part(p1.text())
+            && !p1.in_list(Lex::OPENER)
+            || cur.house_number()
+                && cur.digits == 5
+                && p1.caps
+                && p1.letters == 2
+                && p1.after == '\0'
+                && p2.after == ','
+                && (p2.cap || p2.caps)
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        // Military and diplomatic addresses in lowercase: "unit 1009 box 0219".
+        if cur.numeric() && p1.is(b"box") && p2.house_number() && p3.is(b"unit") {
+            f |= RiskFlags::ADDRESS;
+        }
         // Apartment, suite, unit and post-office box numbers.
         if cur.numeric()
-            && p1.cap
+            && (p1.cap || p1.is(b"apt") && p1.after == '.')
             && matches!(p1.after, '\0' | '.' | '#')
             && matches!(p1_cue, b"apt" | b"apartment" | b"suite" | b"unit" | b"box")
         {
@@ -1429,10 +1706,12 @@ impl ContextScanner {
                     b"lives" | b"live" | b"living" | b"located" | b"arrived" | b"im"
                 )
             }
-            b"is" => p2.is(b"address"),
+            // "address is ...", "the address of Evidera is 928 ...".
+            b"is" => Self::within(self.address_at, n, 6),
             b"to" => matches!(
                 p2.text(),
                 b"ship"
+                    | b"address"
                     | b"deliver"
                     | b"moved"
                     | b"flew"
@@ -1511,6 +1790,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
     let mut any = false;
     // Whether the next word starts a sentence, and follows a hyphen.
     let mut start = true;
+    let mut line = true;
     let mut hyphen = false;
     let mut first = true;
     let mut upper = 0u32;
@@ -1550,6 +1830,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             if !any {
                 cur = Word {
                     start,
+                    line,
                     hyphen,
                     ..Word::default()
                 };
@@ -1594,6 +1875,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             s.word(cur);
             any = false;
             start = false;
+            line = false;
             hyphen = false;
         }
         if !c.is_whitespace() {
@@ -1613,6 +1895,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         ) {
             start = true;
         }
+        line |= c == '\n';
     }
     if any {
         cur.caps = cur.letters >= 2 && upper == cur.letters;
@@ -2190,6 +2473,27 @@ mod tests {
         assert!(!has("pi is 3.14159265358979", RiskFlags::PHONE));
         assert!(!has("timestamp 1700000000", RiskFlags::PHONE));
         assert!(!has("version 10.2.3", RiskFlags::PHONE));
+        // International and trunk prefixes, extensions.
+        assert!(has("Fax: 001-312-555-0199", RiskFlags::PHONE));
+        assert!(has("reach me on 0712-4456219 after six", RiskFlags::PHONE));
+        assert!(has("Desk: 312.555.0199x204", RiskFlags::PHONE));
+        assert!(has("(312)555-0199 ext. 12", RiskFlags::PHONE));
+        // A phone word next to a shape that is too loose alone.
+        assert!(has("Mobile: 3125550199", RiskFlags::PHONE));
+        assert!(has("Phone 5550 1987", RiskFlags::PHONE));
+        assert!(has("555 0199 office", RiskFlags::PHONE));
+        assert!(!has("The run took 3125550199 cycles.", RiskFlags::PHONE));
+        assert!(!has("5550 1987", RiskFlags::PHONE));
+        // Table rows: decimals and round quantities.
+        assert!(!has("x 0.4 1.0404 0.2040 0.70953 1.3906", RiskFlags::PHONE));
+        assert!(!has(
+            "Males 600 0 400 Females 400 400 200",
+            RiskFlags::PHONE
+        ));
+        assert!(!has(
+            "phone sales rose by 0.7 1.25 percent",
+            RiskFlags::PHONE
+        ));
     }
 
     #[test]
@@ -2395,6 +2699,23 @@ mod tests {
             "Our offices are located at Piroska u. 97.",
             "pedestrians must enter on hegyalja út 98.",
             "The title refers to 22 Pollen Crescent in Fitzroy.",
+            // The lines of an address block, each scanned on its own.
+            "4417 Lindholm 28",
+            "> 210 Marken Vesterby 51",
+            "My new address: 87 Halvorsen 14",
+            "Norway 40121",
+            "New Zealand 63025",
+            "Cyprus (Greek) 48120",
+            "Harwick Falls, OR 97388",
+            "unit 4481 box 2217",
+            "apt. 412",
+            // A street word before the house number, a place and its postal code.
+            "The shop is on Talbacher Strasse 17",
+            "We met on Halloran Avenue 35 yesterday.",
+            "Our team works in Solvenes 5512 now.",
+            "The address of the shop is 9 Mill Row, Dunmore.",
+            "Please change my address to 12 Crane Lane",
+            "Avda. Costa Brava 14",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
         }
@@ -2402,6 +2723,14 @@ mod tests {
             "In 1990 Green Bay won the title.",
             "Table 3 Close the valve before reading.",
             "Figure 2 Walk",
+            "3 Table 4",
+            "Alcohol 0.8 2.4 Benzine 0.88 1.36",
+            "0.6 Glycine 2.34 9.60",
+            "Set up on Mt. San Antonio 35377 meters away.",
+            "Denmark 1962",
+            "Figure 12044",
+            "In 2004 Athens hosted the games.",
+            "Sales in Boston 1998 and in Denver 2004 rose.",
         ] {
             assert!(!has(t, RiskFlags::ADDRESS), "{t}");
         }

@@ -452,7 +452,10 @@ fn is_abbreviation(w: &[u8]) -> bool {
             | b"apts"
             | b"ste"
             | b"str"
+            // Polish "ul." (ulica, street): "ul. Zamkowa 33".
+            | b"ul"
             | b"ave"
+            | b"avda"
             | b"blvd"
             | b"bldg"
             | b"mt"
@@ -607,6 +610,10 @@ mod tests {
                 "213 Pilekrogen 53 Apt. 263, Grand-Leez.",
                 "Suite: Ste. 4 Main Ave. North."
             ]
+        );
+        assert_eq!(
+            split("Send it to ul. Lipowa 12. Or to Avda. Mayor 3. Thanks."),
+            ["Send it to ul. Lipowa 12.", "Or to Avda. Mayor 3.", "Thanks."]
         );
         assert_eq!(
             split("Wait... What? \"Yes.\" Next."),

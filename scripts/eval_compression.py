@@ -33,7 +33,14 @@ natively). Reported per length:
   the planted text, the share of those entities whose text is still in
   the compressed prompt (the PII model can label the same words differently
   in other surroundings, so this separates what compression dropped from what
-  the model relabelled).
+  the model relabelled). Strict recall needs the same type and the same text;
+  the policy-acted recall is also given with overlap matching (a partial
+  boundary match, as in MUC and SemEval-2013 task 9.1): the entity's text is
+  kept and the compressed prompt has an entity of a type the policy acts on
+  over some of it. That is what the routing decision needs, since every such
+  type takes the same route, and the model's span boundaries move with the
+  surroundings ("28919 136 Filadelfeos Str." whole, "... Str., Klirou"
+  compressed).
 
 The whole prompts are classified with a window cap high enough to see every
 token (never truncated), so the comparison is against the full decision.
@@ -206,8 +213,8 @@ def main():
     print(f"## Decisions with and without compression ({len(cases)} long prompts; "
           f"targets at depths {DEPTHS}; compression as in envoy.yaml: {json.dumps(COMPRESSION)})")
     print()
-    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII routing accuracy vs label: whole / compressed | PII recall, planted text | PII recall, planted, types the policy acts on | planted entity text kept | PII recall, whole prompt | full truncated |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII routing accuracy vs label: whole / compressed | PII recall, planted text | PII recall, planted, types the policy acts on | same, overlap match | planted entity text kept | PII recall, whole prompt | full truncated |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -222,7 +229,7 @@ def main():
         labels = [rows_target[i] in jailbreak_texts for i in jb_idx]
         j_full = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
         j_comp = sum((s["jailbreak"]["score"] > JB_THRESHOLD) == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
-        found = total = p_found = p_total = p_text = a_found = a_total = 0
+        found = total = p_found = p_total = p_text = a_found = a_total = o_found = 0
         acts_on = lambda e: e["type"] not in PII_ALLOW and e.get("score", 1.0) >= PII_MIN_SCORE
         routes = lambda r: any(acts_on(e) for e in r.get("pii", []))
         routing_agree = sum(routes(f) == routes(s) for f, s in pi)
@@ -235,6 +242,18 @@ def main():
             lo, hi = cases[i][4]
             fb, sb = full_text.encode(), small_text.encode()
             small_ents = {(e["type"], sb[e["start"]:e["end"]].decode("utf-8", "replace")) for e in s.get("pii", [])}
+            small_acted = [(e["start"], e["end"]) for e in s.get("pii", []) if acts_on(e)]
+
+            def overlapped(tb):
+                # Some occurrence of the entity's bytes in the compressed prompt that an
+                # acted-on compressed entity covers at least in part.
+                at = sb.find(tb)
+                while tb and at >= 0:
+                    if any(a < at + len(tb) and at < b for a, b in small_acted):
+                        return True
+                    at = sb.find(tb, at + 1)
+                return False
+
             for e in f.get("pii", []):
                 hit = (e["type"], fb[e["start"]:e["end"]].decode("utf-8", "replace")) in small_ents
                 total += 1
@@ -246,9 +265,10 @@ def main():
                     if acts_on(e):
                         a_total += 1
                         a_found += hit
+                        o_found += overlapped(fb[e["start"]:e["end"]])
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
         print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {d_full:.3f} / {d_comp:.3f} | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
-              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {r_full:.3f} / {r_comp:.3f} | {p_found / max(p_total, 1):.3f} ({p_total}) | {a_found / max(a_total, 1):.3f} ({a_total}) | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+              f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {r_full:.3f} / {r_comp:.3f} | {p_found / max(p_total, 1):.3f} ({p_total}) | {a_found / max(a_total, 1):.3f} ({a_total}) | {o_found / max(a_total, 1):.3f} | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for i, c in enumerate(cases):

@@ -91,8 +91,11 @@ pub struct Limits {
     /// Bodies whose `content-length` is at most this many bytes are scanned
     /// in one pass at end of stream instead of chunk by chunk.
     pub small_body_bytes: u64,
-    /// Most bytes of earlier user turns and tool output read for `scan_text`, which is then
-    /// compressed to `compression.budget_tokens` before it is sent.
+    /// Most bytes of earlier user turns and tool output kept as a verbatim copy while the
+    /// body is read. All of that text, however long (bodies are bounded by
+    /// `max_body_bytes`), is analysed as it arrives and compressed to
+    /// `compression.budget_tokens` before it is sent as `scan_text`, so a jailbreak or
+    /// personal data late in a long history is not left unread.
     pub max_scan_text_bytes: usize,
 }
 

@@ -13,8 +13,9 @@
 //!   user's is long enough to matter ([`STREAM_PROMPT_BYTES`]), whatever the
 //!   order of `role` and `content`;
 //! - the **scan text**: earlier user turns and tool output (`tool` /
-//!   `function` messages, Responses `function_call_output` items), scanned by
-//!   the daemon for jailbreaks and PII only.
+//!   `function` messages, Responses `function_call_output` items), all of it
+//!   fed to a compression [`PromptBuilder`] of its own as each message ends,
+//!   and scanned by the daemon for jailbreaks and PII only.
 //!
 //! System, developer and assistant text is not classified. Unknown fields are
 //! skipped (the scanner still validates them).
@@ -92,9 +93,10 @@ pub struct Extracted {
     pub stream: bool,
     /// Segments of the last user turn, decoded.
     pub prompt_segments: Vec<String>,
-    /// Earlier user turns and tool output, joined by blank lines.
+    /// Earlier user turns and tool output, joined by blank lines: a verbatim copy of at
+    /// most the extractor's `max_scan_text` bytes (the scan builder reads all of it).
     pub scan_text: String,
-    /// Bytes left out of `scan_text` because of its limit.
+    /// Bytes left out of the copy `scan_text` because of its limit.
     pub scan_text_dropped: u64,
     /// The conversation (`messages` / `input`) has been read completely.
     pub texts_complete: bool,
@@ -227,8 +229,8 @@ fn role_of(text: &str) -> Role {
 }
 
 impl Extractor {
-    /// An extractor for one body of `api`, with `max_scan_text` bytes of
-    /// scan text at most.
+    /// An extractor for one body of `api`, keeping a verbatim copy of at most
+    /// `max_scan_text` bytes of scan text ([`Extracted::scan_text`]).
     pub fn new(api: Api, compression: &CompressionConfig, max_scan_text: usize) -> Self {
         Extractor {
             api,
@@ -293,9 +295,9 @@ impl Extractor {
         }
     }
 
-    /// Takes the prompt builder holding the scan text (earlier user turns and tool output:
-    /// exactly the text of [`Extracted::scan_text`], as one segment); `None` when there is
-    /// none.
+    /// Takes the prompt builder holding the scan text (all earlier user turns and tool
+    /// output, joined by blank lines, as one segment: [`Extracted::scan_text`] when that
+    /// copy was not capped); `None` when there is none.
     pub fn take_scan_builder(&mut self) -> Option<PromptBuilder> {
         self.scan_builder.take()
     }
@@ -314,12 +316,25 @@ impl Extractor {
         self.out
     }
 
+    /// Appends one earlier turn or tool output: all of it to the scan builder (a jailbreak
+    /// or personal data late in a long history must not go unread), and up to
+    /// `max_scan_text` bytes in all to the verbatim copy [`Extracted::scan_text`].
     fn append_scan_text(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
+        let first = self.scan_builder.is_none();
+        if first {
+            self.scan_builder = Some(self.new_builder());
+        }
+        if let Some(b) = self.scan_builder.as_mut() {
+            if !first {
+                b.push_str("\n\n");
+            }
+            b.push_str(text);
+        }
         let out = &mut self.out;
-        let sep = if out.scan_text.is_empty() { 0 } else { 2 };
+        let sep = if first { 0 } else { 2 };
         let room = self.max_scan_text.saturating_sub(out.scan_text.len() + sep);
         if room == 0 {
             out.scan_text_dropped = out.scan_text_dropped.saturating_add(text.len() as u64);
@@ -332,20 +347,10 @@ impl Extractor {
         while cut > 0 && !text.is_char_boundary(cut) {
             cut -= 1;
         }
-        let piece = text.get(..cut).unwrap_or_default();
-        out.scan_text.push_str(piece);
+        out.scan_text.push_str(text.get(..cut).unwrap_or_default());
         out.scan_text_dropped = out
             .scan_text_dropped
             .saturating_add((text.len() - cut) as u64);
-        if self.scan_builder.is_none() {
-            self.scan_builder = Some(self.new_builder());
-        }
-        if let Some(b) = self.scan_builder.as_mut() {
-            if sep > 0 {
-                b.push_str("\n\n");
-            }
-            b.push_str(piece);
-        }
     }
 
     fn begin_message(&mut self) {

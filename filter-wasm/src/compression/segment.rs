@@ -613,7 +613,11 @@ mod tests {
         );
         assert_eq!(
             split("Send it to ul. Lipowa 12. Or to Avda. Mayor 3. Thanks."),
-            ["Send it to ul. Lipowa 12.", "Or to Avda. Mayor 3.", "Thanks."]
+            [
+                "Send it to ul. Lipowa 12.",
+                "Or to Avda. Mayor 3.",
+                "Thanks."
+            ]
         );
         assert_eq!(
             split("Wait... What? \"Yes.\" Next."),

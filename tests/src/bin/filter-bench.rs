@@ -32,9 +32,10 @@
 //! (system + one user turn holding a long pasted document and a final
 //! question: its sentences are analysed per chunk, and the final selection
 //! ranks a bounded number of candidates) and **long history** (user /
-//! assistant turns of about 2 KB, then a short question; the earlier user
-//! turns, up to `limits.max_scan_text_bytes`, are compressed as the scan
-//! text, which the buffered baseline does not do). Keys come in
+//! assistant turns of about 2 KB, then a short question; all earlier user
+//! turns are analysed as each message ends and compressed as the scan text,
+//! while the buffered baseline sends up to `limits.max_scan_text_bytes` of
+//! them raw). Keys come in
 //! `serde_json`'s sorted order, so `content` precedes `role`: the filter cannot
 //! know a message is the user's until it has read it. The filter
 //! configuration is the one embedded in the repository's `envoy.yaml`.
@@ -205,9 +206,9 @@ enum Shape {
     /// whole text must be compressed once it is complete.
     LastTurn,
     /// A long conversation (user / assistant turns of about 2 KB) ending
-    /// with a short question: the bulk is history; its user turns (up to
-    /// `limits.max_scan_text_bytes`) are analysed as each message ends and
-    /// compressed as the scan text at dispatch.
+    /// with a short question: the bulk is history; all its user turns are
+    /// analysed as each message ends and compressed as the scan text at
+    /// dispatch.
     History,
 }
 

@@ -768,7 +768,14 @@ impl PromptBuilder {
         };
         self.scratch.clear();
         let a = text::analyze(s, &mut self.scratch);
-        let risk = risk::scan(s);
+        // The end of the previous line in the same segment: a phone word there ("Phone:"
+        // on the line above) counts for a number at the start of this sentence.
+        let mut from = self.open_start.max(sp.start.saturating_sub(16));
+        while from < sp.start && !self.text.is_char_boundary(from) {
+            from += 1;
+        }
+        let lead = self.text.get(from..sp.start).unwrap_or("");
+        let risk = risk::scan_after(s, lead);
         self.scratch.sort_unstable();
         let t0 = self.arena.len();
         for group in self.scratch.chunk_by(|a, b| a == b) {

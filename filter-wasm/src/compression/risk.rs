@@ -175,13 +175,21 @@ impl fmt::Display for RiskFlags {
 
 /// Runs every detector over `text`. Linear time; never panics.
 pub fn scan(text: &str) -> RiskFlags {
+    scan_after(text, "")
+}
+
+/// [`scan`], with `lead` the text just before `text` on the same message (the end of the
+/// previous line or sentence): a phone word there ("Phone:" on the line above) makes a
+/// looser number shape at the start of `text` a phone number. Only the last 16 bytes of
+/// `lead` are read.
+pub fn scan_after(text: &str, lead: &str) -> RiskFlags {
     let (context, injection) = scan_words(text);
-    scan_patterns(text) | context | injection | scan_encoded(text)
+    scan_patterns(text, lead.as_bytes()) | context | injection | scan_encoded(text)
 }
 
 /// Personal-data detectors only.
 pub fn scan_pii(text: &str) -> RiskFlags {
-    scan_patterns(text) | scan_words(text).0
+    scan_patterns(text, b"") | scan_words(text).0
 }
 
 /// Injection-cue detector only (instruction overrides, role-play, prompt extraction, and
@@ -192,7 +200,7 @@ pub fn scan_injection(text: &str) -> RiskFlags {
 
 /// Personal data with a fixed shape: dates of birth, e-mail addresses, card, SSN and
 /// phone numbers, IBANs and IP addresses.
-fn scan_patterns(text: &str) -> RiskFlags {
+fn scan_patterns(text: &str, lead: &[u8]) -> RiskFlags {
     let b = text.as_bytes();
     let mut has_digit = false;
     let mut has_at = false;
@@ -210,7 +218,7 @@ fn scan_patterns(text: &str) -> RiskFlags {
         f |= RiskFlags::EMAIL;
     }
     if has_digit {
-        f |= scan_digit_runs(b);
+        f |= scan_digit_runs(b, lead);
         if has_iban(b) {
             f |= RiskFlags::IBAN;
         }
@@ -275,7 +283,7 @@ fn has_email(b: &[u8]) -> bool {
 // ---------------------------------------------------------------- digit runs
 
 /// Scans runs of digits and separators for card, SSN and phone shapes.
-fn scan_digit_runs(b: &[u8]) -> RiskFlags {
+fn scan_digit_runs(b: &[u8], lead: &[u8]) -> RiskFlags {
     let mut f = RiskFlags::NONE;
     let mut i = 0;
     while i < b.len() {
@@ -291,7 +299,7 @@ fn scan_digit_runs(b: &[u8]) -> RiskFlags {
             continue;
         }
         let run = DigitRun::parse(b, i);
-        f |= run.classify(phone_cue_near(b, i, run.end));
+        f |= run.classify(phone_cue_near(b, i, run.end, lead));
         i = run.end.max(i + 1);
     }
     f
@@ -539,9 +547,10 @@ impl DigitRun {
 }
 
 /// Whether a phone word stands next to the digit run `b[start..end]`: within 16 bytes
-/// before it ("Phone:", "Tel.", "Mobile", "Fax", "Desk:", "call me on") or right after it
-/// ("office", "fax", "mobile", as in a signature block: "781 1704 office").
-fn phone_cue_near(b: &[u8], start: usize, end: usize) -> bool {
+/// before it ("Phone:", "Tel.", "Mobile", "Fax", "Desk:", "call me on"), which may reach
+/// back into `lead` (the text before `b`), or right after it ("office", "fax", "mobile",
+/// as in a signature block: "781 1704 office").
+fn phone_cue_near(b: &[u8], start: usize, end: usize, lead: &[u8]) -> bool {
     const BEFORE: [&[u8]; 9] = [
         b"phone",
         b"tel",
@@ -561,9 +570,17 @@ fn phone_cue_near(b: &[u8], start: usize, end: usize) -> bool {
         }
         out
     };
-    let before = b.get(start.saturating_sub(16)..start).unwrap_or_default();
-    let before = lower(before);
-    let window = before.get(..start.min(16)).unwrap_or_default();
+    let own = b.get(start.saturating_sub(16)..start).unwrap_or_default();
+    let from_lead = lead
+        .get(lead.len().saturating_sub(16 - own.len())..)
+        .unwrap_or_default();
+    let mut joined = [0u8; 16];
+    let n = from_lead.len() + own.len();
+    for (o, x) in joined.iter_mut().zip(from_lead.iter().chain(own)) {
+        *o = *x;
+    }
+    let before = lower(joined.get(..n).unwrap_or_default());
+    let window = before.get(..n).unwrap_or_default();
     if BEFORE
         .iter()
         .any(|w| window.windows(w.len()).any(|x| x == *w))
@@ -1704,7 +1721,10 @@ impl ContextScanner {
                 matches!(
                     p2.text(),
                     b"lives" | b"live" | b"living" | b"located" | b"arrived" | b"im"
-                )
+                ) || p1_cue == b"at"
+                    && matches!(p2.text(), b"me" | b"you" | b"us")
+                    && p3.is(b"meet")
+                    && (cur.cap || cur.house_number() && cur.digits >= 3)
             }
             // "address is ...", "the address of Evidera is 928 ...".
             b"is" => Self::within(self.address_at, n, 6),
@@ -2484,6 +2504,9 @@ mod tests {
         assert!(has("555 0199 office", RiskFlags::PHONE));
         assert!(!has("The run took 3125550199 cycles.", RiskFlags::PHONE));
         assert!(!has("5550 1987", RiskFlags::PHONE));
+        // A phone word at the end of the line above.
+        assert!(scan_after("555 0199", "Personal Info:\nPhone:\n").contains(RiskFlags::PHONE));
+        assert!(!scan_after("555 0199", "Room:\n").contains(RiskFlags::PHONE));
         // Table rows: decimals and round quantities.
         assert!(!has("x 0.4 1.0404 0.2040 0.70953 1.3906", RiskFlags::PHONE));
         assert!(!has(
@@ -2715,6 +2738,7 @@ mod tests {
             "Our team works in Solvenes 5512 now.",
             "The address of the shop is 9 Mill Row, Dunmore.",
             "Please change my address to 12 Crane Lane",
+            "meet me at 2417 lindholm 6, oslo",
             "Avda. Costa Brava 14",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
@@ -2731,6 +2755,7 @@ mod tests {
             "Figure 12044",
             "In 2004 Athens hosted the games.",
             "Sales in Boston 1998 and in Denver 2004 rose.",
+            "Meet me at 10 tomorrow.",
         ] {
             assert!(!has(t, RiskFlags::ADDRESS), "{t}");
         }

@@ -912,3 +912,27 @@ fn address_record_lines_come_before_the_context_of_injection_cues() {
         assert!(r.text.contains(line), "{line:?} missing from {}", r.text);
     }
 }
+
+#[test]
+fn a_phone_label_on_the_line_above_flags_the_number() {
+    // Forms and signatures put the label on its own line: "Phone:" then the number.
+    let b = build(
+        &cfg(512),
+        &["Personal Info:\nPhone:\n555 0199\nRoom:\n555 0199 is the code."],
+    );
+    let flags: Vec<(String, bool)> = b
+        .sentences
+        .iter()
+        .map(|s| {
+            (
+                b.text[s.start..s.end].to_string(),
+                s.risk.contains(RiskFlags::PHONE),
+            )
+        })
+        .collect();
+    assert!(flags.contains(&("555 0199".to_string(), true)), "{flags:?}");
+    assert!(
+        flags.iter().all(|(t, phone)| !phone || t == "555 0199"),
+        "{flags:?}"
+    );
+}

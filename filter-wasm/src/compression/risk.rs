@@ -1269,6 +1269,30 @@ fn is_document_part(w: &[u8]) -> bool {
     )
 }
 
+/// Places whose location a sentence may give as an address ("the restaurant is at ...").
+fn is_venue(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"station"
+            | b"restaurant"
+            | b"office"
+            | b"offices"
+            | b"shop"
+            | b"store"
+            | b"hotel"
+            | b"house"
+            | b"apartment"
+            | b"flat"
+            | b"building"
+            | b"clinic"
+            | b"pharmacy"
+            | b"cafe"
+            | b"venue"
+            | b"warehouse"
+            | b"stop"
+    )
+}
+
 /// Four digits that read as a year from 1000 to 2099.
 fn looks_like_year(d: &[u8]) -> bool {
     matches!(d, [b'1', ..] | [b'2', b'0', ..]) && d.len() == 4
@@ -1725,6 +1749,11 @@ impl ContextScanner {
                     && matches!(p2.text(), b"me" | b"you" | b"us")
                     && p3.is(b"meet")
                     && (cur.cap || cur.house_number() && cur.digits >= 3)
+                    // "the restaurant is at 9816 ...", "the bus station is on Peter ...".
+                    || p1_cue != b"in"
+                        && p2.is(b"is")
+                        && is_venue(p3.text())
+                        && (cur.cap || cur.house_number() && cur.digits >= 2)
             }
             // "address is ...", "the address of Evidera is 928 ...".
             b"is" => Self::within(self.address_at, n, 6),
@@ -2739,6 +2768,8 @@ mod tests {
             "The address of the shop is 9 Mill Row, Dunmore.",
             "Please change my address to 12 Crane Lane",
             "meet me at 2417 lindholm 6, oslo",
+            "The bus station is on Halvard Berge 41",
+            "The restaurant is at 8812 19 Odos Lykou",
             "Avda. Costa Brava 14",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
@@ -2756,6 +2787,7 @@ mod tests {
             "In 2004 Athens hosted the games.",
             "Sales in Boston 1998 and in Denver 2004 rose.",
             "Meet me at 10 tomorrow.",
+            "The station is at 5 km from the coast.",
         ] {
             assert!(!has(t, RiskFlags::ADDRESS), "{t}");
         }

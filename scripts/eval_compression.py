@@ -44,6 +44,13 @@ natively). Reported per length:
 
 The whole prompts are classified with a window cap high enough to see every
 token (never truncated), so the comparison is against the full decision.
+
+With the PII signal, a second table needs no daemon: every PII text whose
+annotations hold a type the policy acts on is planted in filler of each length
+(depth 10%, 50% or 90%) and compressed, and the share of those annotated
+entities whose text the compressed prompt still holds is reported, over all of
+them and per type, for the even- and odd-numbered records separately (the
+filter's detectors were tuned on the even ones; the odd ones are held out).
 """
 import argparse
 import json
@@ -110,6 +117,42 @@ def approx_tokens(text):
     return int(len(text.split()) * 1.35)
 
 
+def annotated_pii_kept(pii, filler_pool, lengths, compressor):
+    """Prints the share of annotated personal data (types the policy acts on) whose text
+    compression keeps, per length, for even- and odd-numbered records (their line in the
+    data file, from 0)."""
+    rng = random.Random(5)
+    records = [(i, r) for i, r in enumerate(pii) if any(e["type"] not in PII_ALLOW for e in r["entities"])]
+    print()
+    print(f"## Annotated personal data kept by compression ({len(records)} PII texts with a type "
+          "the policy acts on, each planted once per length; no daemon)")
+    print()
+    print("| length (tokens) | records | kept, even records | kept, odd records (held out) | records with all kept | per type (all records) |")
+    print("|---|---|---|---|---|---|")
+    for length in lengths:
+        rows = []
+        for _, r in records:
+            prompt, _ = build_prompt(r["text"], filler_pool, rng, length, rng.choice(DEPTHS))
+            rows.append({"text": prompt, "config": COMPRESSION})
+        out = run_jsonl([compressor], rows)
+        kept = {0: [0, 0], 1: [0, 0]}
+        per_type = {}
+        whole = 0
+        for (i, r), o in zip(records, out):
+            acted = [e for e in r["entities"] if e["type"] not in PII_ALLOW]
+            hits = [e["value"] in o["text"] for e in acted]
+            kept[i % 2][0] += sum(hits)
+            kept[i % 2][1] += len(hits)
+            whole += all(hits)
+            for e, h in zip(acted, hits):
+                t = per_type.setdefault(e["type"], [0, 0])
+                t[0] += h
+                t[1] += 1
+        types = ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in sorted(per_type.items(), key=lambda kv: -kv[1][1]))
+        share = lambda k: f"{k[0] / max(k[1], 1):.3f} ({k[0]}/{k[1]})"
+        print(f"| {length} | {len(records)} | {share(kept[0])} | {share(kept[1])} | {whole / max(len(records), 1):.3f} | {types} |")
+
+
 def build_prompt(target, filler_pool, rng, length, depth):
     """Target text at `depth` inside filler of about `length` tokens; returns
     the prompt and the byte span of the target in it."""
@@ -148,7 +191,8 @@ def main():
 
     domain = read_jsonl(os.path.join(args.eval_dir, "domain/mmlu_pro_train.jsonl"))
     jail = read_jsonl(os.path.join(args.eval_dir, "jailbreak/jailbreak_vs_benign.jsonl"))
-    pii = [r for r in read_jsonl(os.path.join(args.eval_dir, "pii/presidio_synth_v2.jsonl")) if r["entities"]]
+    pii_all = read_jsonl(os.path.join(args.eval_dir, "pii/presidio_synth_v2.jsonl"))
+    pii = [r for r in pii_all if r["entities"]]
     rng.shuffle(domain)
     filler_pool = [r["text"] for r in domain[:3000]]
     by_category = {}
@@ -280,6 +324,8 @@ def main():
                     "whole": {k: full.get(k) for k in ("domain", "jailbreak", "pii")},
                     "small": {k: small.get(k) for k in ("domain", "jailbreak", "pii")},
                 }, ensure_ascii=False) + "\n")
+    if "pii" in signals:
+        annotated_pii_kept(pii_all, filler_pool, lengths, compressor)
     print()
     print(f"compression of all prompts: {compress_s:.1f} s; classification: {classify_s:.0f} s")
     print("Targets of the reference implementation (its own report): domain 68%, jailbreak 72%, PII recall 98%.")

@@ -563,24 +563,18 @@ fn phone_cue_near(b: &[u8], start: usize, end: usize, lead: &[u8]) -> bool {
         b"whatsapp",
     ];
     const AFTER: [&[u8]; 5] = [b"office", b"fax", b"mobile", b"cell", b"home"];
-    let lower = |s: &[u8]| -> [u8; 16] {
-        let mut out = [0u8; 16];
-        for (o, x) in out.iter_mut().zip(s) {
-            *o = x.to_ascii_lowercase();
-        }
-        out
-    };
+    // The 16 bytes before the run, reaching back into `lead`, lowercased.
     let own = b.get(start.saturating_sub(16)..start).unwrap_or_default();
     let from_lead = lead
         .get(lead.len().saturating_sub(16 - own.len())..)
         .unwrap_or_default();
-    let mut joined = [0u8; 16];
-    let n = from_lead.len() + own.len();
-    for (o, x) in joined.iter_mut().zip(from_lead.iter().chain(own)) {
-        *o = *x;
+    let mut before = [0u8; 16];
+    for (o, x) in before.iter_mut().zip(from_lead.iter().chain(own)) {
+        *o = x.to_ascii_lowercase();
     }
-    let before = lower(joined.get(..n).unwrap_or_default());
-    let window = before.get(..n).unwrap_or_default();
+    let window = before
+        .get(..from_lead.len() + own.len())
+        .unwrap_or_default();
     if BEFORE
         .iter()
         .any(|w| window.windows(w.len()).any(|x| x == *w))
@@ -593,9 +587,11 @@ fn phone_cue_near(b: &[u8], start: usize, end: usize, lead: &[u8]) -> bool {
         .position(|x| !matches!(x, b' ' | b'-' | b'(' | b','))
         .and_then(|k| after.get(k..))
         .unwrap_or_default();
-    let after = lower(after);
     AFTER.iter().any(|w| {
-        after.starts_with(w) && !after.get(w.len()).is_some_and(|x| x.is_ascii_alphabetic())
+        after
+            .get(..w.len())
+            .is_some_and(|x| x.eq_ignore_ascii_case(w))
+            && !after.get(w.len()).is_some_and(|x| x.is_ascii_alphabetic())
     })
 }
 
@@ -1692,30 +1688,19 @@ impl ContextScanner {
         {
             f |= RiskFlags::ADDRESS;
         }
-        // The postal-code line of an address block: a line that starts with a capitalised
-        // place or country name of one or two words and ends in a code of 4 to 6 digits
-        // ("Denmark 29587", "South Africa 70651", "Cyprus (Greek) 25572"); and the US form
-        // "City, ST 12345" (a comma, a two-letter state code in capitals, five digits).
+        // A postal code of 4 to 6 digits (not a year) after a capitalised place or country
+        // name: on a line that starts with the name, one or two words ("Denmark 29587",
+        // "South Africa 70651", "Cyprus (Greek) 25572"), or after "in" / "at" ("in
+        // Costamezzana 43015"). And the US form "City, ST 12345" (a comma, a two-letter
+        // state code in capitals, five digits).
         let place = |w: Word| (w.cap || w.caps) && w.letters >= 3 && !w.numeric();
-        let postal = cur.house_number()
-            && (4..=6).contains(&cur.digits)
-            && !(cur.digits == 4 && looks_like_year(c));
-        // A place and its postal code after "in" or "at": "in Costamezzana 43015".
-        if postal
-            && place(p1)
-            && matches!(p2.text(), b"in" | b"at")
-            && !p1.in_list(Lex::OPENER)
-            && !is_document_part(p1.text())
-        {
-            f |= RiskFlags::ADDRESS;
-        }
         if cur.house_number()
             && (4..=6).contains(&cur.digits)
             && !(cur.digits == 4 && looks_like_year(c))
             && place(p1)
-            && (p1.line || place(p2) && p2.line)
-            && !is_document_part(p1.text())
             && !p1.in_list(Lex::OPENER)
+            && !is_document_part(p1.text())
+            && (p1.line || place(p2) && p2.line || matches!(p2.text(), b"in" | b"at"))
             || cur.house_number()
                 && cur.digits == 5
                 && p1.caps
@@ -2509,43 +2494,45 @@ mod tests {
 
     #[test]
     fn phones() {
-        assert!(has("Call +1 (555) 123-4567 today", RiskFlags::PHONE));
-        assert!(has("call 555-123-4567", RiskFlags::PHONE));
-        assert!(has("tel (555) 123 4567", RiskFlags::PHONE));
-        assert!(has("+44 20 7946 0958", RiskFlags::PHONE));
-        assert!(has("06 12 34 56 78", RiskFlags::PHONE));
-        assert!(has("call (37) 788-063", RiskFlags::PHONE));
-        assert!(has("0490 75 40 81", RiskFlags::PHONE));
-        assert!(!has("born 12-05-1987 in", RiskFlags::PHONE));
-        assert!(!has("on 2024-01-15", RiskFlags::PHONE));
-        assert!(!has("on 2024-01-15 10:30", RiskFlags::PHONE));
-        assert!(!has("pi is 3.14159265358979", RiskFlags::PHONE));
-        assert!(!has("timestamp 1700000000", RiskFlags::PHONE));
-        assert!(!has("version 10.2.3", RiskFlags::PHONE));
-        // International and trunk prefixes, extensions.
-        assert!(has("Fax: 001-312-555-0199", RiskFlags::PHONE));
-        assert!(has("reach me on 0712-4456219 after six", RiskFlags::PHONE));
-        assert!(has("Desk: 312.555.0199x204", RiskFlags::PHONE));
-        assert!(has("(312)555-0199 ext. 12", RiskFlags::PHONE));
-        // A phone word next to a shape that is too loose alone.
-        assert!(has("Mobile: 3125550199", RiskFlags::PHONE));
-        assert!(has("Phone 5550 1987", RiskFlags::PHONE));
-        assert!(has("555 0199 office", RiskFlags::PHONE));
-        assert!(!has("The run took 3125550199 cycles.", RiskFlags::PHONE));
-        assert!(!has("5550 1987", RiskFlags::PHONE));
+        for t in [
+            "Call +1 (555) 123-4567 today",
+            "call 555-123-4567",
+            "tel (555) 123 4567",
+            "+44 20 7946 0958",
+            "06 12 34 56 78",
+            "call (37) 788-063",
+            "0490 75 40 81",
+            // International and trunk prefixes, extensions.
+            "Fax: 001-312-555-0199",
+            "reach me on 0712-4456219 after six",
+            "Desk: 312.555.0199x204",
+            "(312)555-0199 ext. 12",
+            // A phone word next to a shape that is too loose alone.
+            "Mobile: 3125550199",
+            "Phone 5550 1987",
+            "555 0199 office",
+        ] {
+            assert!(has(t, RiskFlags::PHONE), "{t}");
+        }
+        for t in [
+            "born 12-05-1987 in",
+            "on 2024-01-15",
+            "on 2024-01-15 10:30",
+            "pi is 3.14159265358979",
+            "timestamp 1700000000",
+            "version 10.2.3",
+            "The run took 3125550199 cycles.",
+            "5550 1987",
+            // Table rows: decimals and round quantities.
+            "x 0.4 1.0404 0.2040 0.70953 1.3906",
+            "Males 600 0 400 Females 400 400 200",
+            "phone sales rose by 0.7 1.25 percent",
+        ] {
+            assert!(!has(t, RiskFlags::PHONE), "{t}");
+        }
         // A phone word at the end of the line above.
         assert!(scan_after("555 0199", "Personal Info:\nPhone:\n").contains(RiskFlags::PHONE));
         assert!(!scan_after("555 0199", "Room:\n").contains(RiskFlags::PHONE));
-        // Table rows: decimals and round quantities.
-        assert!(!has("x 0.4 1.0404 0.2040 0.70953 1.3906", RiskFlags::PHONE));
-        assert!(!has(
-            "Males 600 0 400 Females 400 400 200",
-            RiskFlags::PHONE
-        ));
-        assert!(!has(
-            "phone sales rose by 0.7 1.25 percent",
-            RiskFlags::PHONE
-        ));
     }
 
     #[test]

@@ -85,9 +85,17 @@ struct Model {
 }
 
 impl Model {
+    /// The full model: term weights and the similarity graph's postings.
     fn build(inp: &Input<'_>) -> Model {
+        let mut m = Model::weights_only(inp);
+        m.index(inp);
+        m
+    }
+
+    /// Term weights only (`w`, `wr`): all that TF-IDF scores read. The norms and postings
+    /// stay empty, so [`Model::similar`] finds nothing; only for scoring without TextRank.
+    fn weights_only(inp: &Input<'_>) -> Model {
         let n = inp.ranges.len();
-        let nf = n as f32;
         let docs = inp.total.max(n) as f32;
         // Only the ranked sentences' entries are weighted: after pruning they are a bounded
         // part of the arena.
@@ -102,10 +110,25 @@ impl Model {
             }));
             wr.push(a..w.len());
         }
+        Model {
+            w,
+            wr,
+            norm: Vec::new(),
+            post_off: Vec::new(),
+            post: Vec::new(),
+            acc: vec![0.0; n],
+            touched: Vec::new(),
+        }
+    }
+
+    /// Adds the sentence norms and the postings of the graph terms to a weights-only model.
+    fn index(&mut self, inp: &Input<'_>) {
+        let nf = inp.ranges.len() as f32;
+        let (w, wr) = (&self.w, &self.wr);
         let norm: Vec<f32> = wr
             .iter()
             .map(|r| {
-                slice(&w, r.clone())
+                slice(w, r.clone())
                     .iter()
                     .map(|x| x * x)
                     .sum::<f32>()
@@ -140,9 +163,9 @@ impl Model {
         }
         let mut post = vec![(0u32, 0f32); total as usize];
         let mut fill = post_off.clone();
-        for (s, (r, rw)) in inp.ranges.iter().zip(&wr).enumerate() {
+        for (s, (r, rw)) in inp.ranges.iter().zip(wr).enumerate() {
             let terms = slice(inp.arena, r.clone());
-            for (&(t, _), &wk) in terms.iter().zip(slice(&w, rw.clone())) {
+            for (&(t, _), &wk) in terms.iter().zip(slice(w, rw.clone())) {
                 if graph_df(t) == 0 {
                     continue;
                 }
@@ -157,15 +180,9 @@ impl Model {
                 }
             }
         }
-        Model {
-            w,
-            wr,
-            norm,
-            post_off,
-            post,
-            acc: vec![0.0; n],
-            touched: Vec::new(),
-        }
+        self.norm = norm;
+        self.post_off = post_off;
+        self.post = post;
     }
 
     /// Cosine similarities of sentence `i` to every sentence sharing a graph term; calls
@@ -341,7 +358,12 @@ pub(crate) fn scores(inp: &Input<'_>, p: &Params) -> Vec<f32> {
     if inp.ranges.is_empty() {
         return Vec::new();
     }
-    let mut m = Model::build(inp);
+    // Without TextRank only the term weights are read: the graph is not built.
+    let mut m = if p.textrank > 0.0 {
+        Model::build(inp)
+    } else {
+        Model::weights_only(inp)
+    };
     base_scores(inp, &mut m, p)
 }
 

@@ -1831,9 +1831,21 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
-        if any && b.is_ascii_alphabetic() {
-            // Later ASCII letters of a word: what the general path below does for each of
-            // them, in one step.
+        if b.is_ascii_alphabetic() {
+            // A run of ASCII letters: what the general path below does for each of them, in
+            // one step (a word's first letter decides `cap`).
+            if !any {
+                cur = Word {
+                    start,
+                    line,
+                    hyphen,
+                    cap: b.is_ascii_uppercase(),
+                    ..Word::default()
+                };
+                any = true;
+                upper = 0;
+            }
+            first = false;
             let run = super::text::ascii_letter_run(bytes.get(i..).unwrap_or_default());
             let n = run.len();
             let uppers = run.iter().filter(|x| x.is_ascii_uppercase()).count() as u32;
@@ -1841,6 +1853,21 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             cur.push_ascii_letters(run);
             upper = upper.saturating_add(uppers);
             i += n;
+            continue;
+        }
+        if b == b' ' {
+            // What the general path below does for a space: it ends the words.
+            inj.end();
+            if any {
+                cur.caps = cur.letters >= 2 && upper == cur.letters;
+                cur.cap &= !cur.caps;
+                s.word(cur);
+                any = false;
+                start = false;
+                line = false;
+                hyphen = false;
+            }
+            i += 1;
             continue;
         }
         let Some(c) = super::text::char_at(text, i, b) else {

@@ -700,6 +700,14 @@ pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
             i += n;
             continue;
         }
+        if b == b' ' {
+            // What the general path below does for a `Space`.
+            total = total.saturating_add(word.take());
+            term.take(terms);
+            prev_cjk = None;
+            i += 1;
+            continue;
+        }
         let Some(c) = char_at(text, i, b) else {
             break;
         };

@@ -159,6 +159,25 @@ impl Segmenter {
                     i += n;
                     continue;
                 }
+                if self.starts_mid_line_word() {
+                    // The first letter or digit of a word inside a line, far from any cap:
+                    // what `step` does for it (no boundary, a new run).
+                    let p = base + i;
+                    self.prev_ws = false;
+                    self.run_start = p;
+                    self.content_end = p + 1;
+                    if let Some(slot) = self.prefix.get_mut(self.prefix_len) {
+                        *slot = b;
+                        self.prefix_len += 1;
+                    }
+                    self.tok_first_on_line = false;
+                    if let Some(slot) = self.tok.first_mut() {
+                        *slot = b.to_ascii_lowercase();
+                    }
+                    self.tok_len = 1;
+                    i += 1;
+                    continue;
+                }
             } else if b == b' ' {
                 // What `step` does for a space.
                 self.prev_ws = true;
@@ -197,6 +216,23 @@ impl Segmenter {
                     .unwrap_or(room)
             }
             _ => 0,
+        }
+    }
+
+    /// Whether an ASCII letter or digit here starts a run after a space on a line
+    /// that has content, with no terminator pending and the sentence below its soft cap:
+    /// then `step` only starts a new run there.
+    #[inline]
+    fn starts_mid_line_word(&self) -> bool {
+        match self.start {
+            Some(start) => {
+                self.prev_ws
+                    && self.pending == Pending::None
+                    && self.line_has_content
+                    && self.newlines == 0
+                    && self.content_end - start < self.soft_max
+            }
+            None => false,
         }
     }
 

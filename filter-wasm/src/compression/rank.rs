@@ -99,14 +99,23 @@ impl Model {
         let docs = inp.total.max(n) as f32;
         // Only the ranked sentences' entries are weighted: after pruning they are a bounded
         // part of the arena.
+        let idf = |d: u32| 1.0 + ((docs + 1.0) / (d as f32 + 1.0)).ln();
+        let tf_weight = |tf: u16| 1.0 + f32::from(tf.max(1)).ln();
+        // Most terms are rare and most counts small: their factors are computed once.
+        let idf_small: [f32; 64] = std::array::from_fn(|d| idf(d as u32));
+        let tf_small: [f32; 16] = std::array::from_fn(|tf| tf_weight(tf as u16));
         let mut w: Vec<f32> = Vec::new();
         let mut wr: Vec<Range<usize>> = Vec::with_capacity(n);
         for r in inp.ranges {
             let a = w.len();
             w.extend(slice(inp.arena, r.clone()).iter().map(|&(t, tf)| {
                 let d = inp.df.get(t as usize).copied().unwrap_or(0);
-                let idf = 1.0 + ((docs + 1.0) / (d as f32 + 1.0)).ln();
-                (1.0 + f32::from(tf.max(1)).ln()) * idf
+                let i = idf_small.get(d as usize).copied().unwrap_or_else(|| idf(d));
+                let f = tf_small
+                    .get(usize::from(tf))
+                    .copied()
+                    .unwrap_or_else(|| tf_weight(tf));
+                f * i
             }));
             wr.push(a..w.len());
         }

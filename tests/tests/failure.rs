@@ -16,7 +16,7 @@ const MATH: &str = "What is the derivative of x^3 + 2x with respect to x?";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fail_open_without_daemon_and_local_checks() {
-    let router = start(RouterOptions::default());
+    let mut router = start(RouterOptions::default());
 
     // Daemon socket absent: fail open to the default model, marked.
     let r = chat(&router, "auto", MATH).await;
@@ -132,6 +132,26 @@ async fn fail_open_without_daemon_and_local_checks() {
         router.upstream_requests(),
         before,
         "rejected requests reached an upstream"
+    );
+
+    // A model upstream that is down: Envoy's own 503 has the OpenAI error shape too (the
+    // filter's replies above kept theirs).
+    for u in router
+        .upstreams
+        .iter_mut()
+        .filter(|u| u.name() == "law-model")
+    {
+        u.stop();
+    }
+    let r = post(&router, "/v1/chat/completions", body.clone(), &[]).await;
+    let e = r.assert_openai_error(503);
+    assert_eq!(e["error"]["code"], "upstream_unavailable");
+    assert_eq!(e["error"]["type"], "server_error");
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("upstream")),
+        "{e}"
     );
     drop(router);
 

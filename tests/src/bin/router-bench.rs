@@ -12,6 +12,8 @@
 //!   --pace-us N                  filter table: pause N µs after each 16 KiB of body
 //!                                (default 200), so Envoy sees the body arrive in
 //!                                chunks as over a network, not in one read
+//!   --sweep-pace-us A,B,..       arrival-rate table: the long last turn again at
+//!                                each of these pauses (default 1000,4000; 0: none)
 //! ```
 //!
 //! - **overhead**: the whole router (filter + the real daemon and models)
@@ -53,13 +55,15 @@ struct Args {
     bytes: Vec<usize>,
     max_seconds: f64,
     pace_us: u64,
+    sweep_pace_us: Vec<usize>,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("router-bench: {msg}");
     eprintln!(
         "usage: router-bench [--mode overhead|filter|all] [--requests N] [--warmup N] \
-         [--tokens A,B,..] [--bytes A,B,..] [--max-seconds S]"
+         [--tokens A,B,..] [--bytes A,B,..] [--max-seconds S] [--pace-us N] \
+         [--sweep-pace-us A,B,..]"
     );
     std::process::exit(2)
 }
@@ -85,6 +89,7 @@ fn parse_args() -> Args {
         bytes: vec![2048, 65536, 524_288, 1_048_576],
         max_seconds: 40.0,
         pace_us: 200,
+        sweep_pace_us: vec![1000, 4000],
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -100,6 +105,9 @@ fn parse_args() -> Args {
             "--bytes" => a.bytes = list(&value()),
             "--max-seconds" => a.max_seconds = value().parse().unwrap_or_else(|_| usage("bad S")),
             "--pace-us" => a.pace_us = value().parse().unwrap_or_else(|_| usage("bad µs")),
+            "--sweep-pace-us" => {
+                a.sweep_pace_us = list(&value()).into_iter().filter(|&p| p > 0).collect()
+            }
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown option {other}")),
         }
@@ -602,6 +610,74 @@ fn filter(args: &Args) {
             f2(quantile(&s.with, 0.99)),
             f2(w - p),
             w / p
+        );
+    }
+    arrival_sweep(args, &mut with, &mut without);
+}
+
+/// The long last turn again at slower arrival rates: the tail stays flat while the body
+/// arrives no faster than the filter processes it, and grows with the body beyond that.
+fn arrival_sweep(args: &Args, with: &mut Conn, without: &mut Conn) {
+    if args.sweep_pace_us.is_empty() {
+        return;
+    }
+    let mut rows = Vec::new();
+    for &pace_us in &args.sweep_pace_us {
+        with.pace = Duration::from_micros(pace_us as u64);
+        without.pace = with.pace;
+        for &bytes in &args.bytes {
+            let body = last_turn_body(bytes);
+            let s = measure(
+                with,
+                without,
+                &body,
+                args.warmup,
+                args.requests,
+                args.max_seconds,
+            );
+            eprintln!(
+                "router-bench: arrival sweep {pace_us} µs {} done ({} requests)",
+                size_name(bytes),
+                s.with.len()
+            );
+            rows.push((pace_us, bytes, s));
+        }
+    }
+    println!();
+    println!("## Tail against arrival rate (long last turn)");
+    println!();
+    println!(
+        "ms. The same bodies with a longer pause after each {} KiB: `arrival` is the body's \
+         rate into plain Envoy (body bytes / its client-side p50), `filter rate` the body \
+         bytes over the filter's callback time p50. The tail stays flat while the arrival \
+         rate is below the filter rate; the default table above sends at about {:.0} MB/s.",
+        PACE_CHUNK / 1024,
+        PACE_CHUNK as f64 / args.pace_us.max(1) as f64
+    );
+    println!();
+    println!("| pause per 16 KiB (µs) | body | n | arrival (MB/s) | filter rate (MB/s) | tail p50 | tail p99 | filter p50 | plain p50 | with filter p50 |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (pace_us, bytes, s) in &rows {
+        let plain = quantile(&s.without, 0.5);
+        let filter = quantile(&s.timing("filter"), 0.5);
+        let rate = |ms: f64| {
+            if ms > 0.0 {
+                format!("{:.1}", *bytes as f64 / 1e3 / ms)
+            } else {
+                "-".into()
+            }
+        };
+        println!(
+            "| {pace_us} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            size_name(*bytes),
+            s.with.len(),
+            rate(plain),
+            rate(filter),
+            f2(quantile(&s.timing("tail"), 0.5)),
+            f2(quantile(&s.timing("tail"), 0.99)),
+            f2(filter),
+            f2(plain),
+            f2(quantile(&s.with, 0.5)),
         );
     }
 }

@@ -611,7 +611,9 @@ impl Engine {
                     .map(|e| e.entity.clone())
                     .collect();
                 if self.pii.patterns {
-                    ents.extend(pii::patterns::find(text));
+                    ents.extend(pii::patterns::find(&crate::invisible::blank_invisible(
+                        text,
+                    )));
                 }
                 all.extend(
                     pii::merge(ents)

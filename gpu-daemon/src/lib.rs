@@ -4,6 +4,7 @@
 pub mod batcher;
 pub mod config;
 pub mod engine;
+pub mod invisible;
 pub mod metrics;
 pub mod models;
 pub mod pii;

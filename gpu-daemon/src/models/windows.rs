@@ -103,11 +103,13 @@ impl WindowTokenizer {
         })
     }
 
-    /// Tokenises `text` without special tokens; offsets are byte offsets.
+    /// Tokenises `text` without special tokens; offsets are byte offsets. Invisible
+    /// characters separate words ([`crate::invisible`]).
     pub fn tokenize(&self, text: &str) -> Result<TokenizedText, ModelError> {
+        let text = crate::invisible::blank_invisible(text);
         let enc = self
             .tokenizer
-            .encode(text, false)
+            .encode(text.as_ref(), false)
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         Ok(TokenizedText {
             ids: enc.get_ids().to_vec(),

@@ -347,6 +347,9 @@ impl HttpFilter {
         self.scanned += chunk.len();
         if result.is_ok() && self.end_of_stream {
             result = self.scanner.finish(extractor);
+            if result.is_ok() {
+                result = extractor.check_complete().map_err(FeedError::Sink);
+            }
         }
         self.scan_us += host.now_us().saturating_sub(t0);
         result.map_err(|e| match e {
@@ -366,6 +369,9 @@ impl HttpFilter {
             }
             FeedError::Sink(e @ ExtractError::WrongType { .. }) => {
                 ErrorResponse::bad_request(format!("invalid request body: {e}"), "invalid_type")
+            }
+            FeedError::Sink(e @ ExtractError::Missing(_)) => {
+                ErrorResponse::bad_request(format!("invalid request body: {e}"), "invalid_request")
             }
         })
     }

@@ -17,8 +17,13 @@
 //!   fed to a compression [`PromptBuilder`] of its own as each message ends,
 //!   and scanned by the daemon for jailbreaks and PII only.
 //!
-//! System, developer and assistant text is not classified. Unknown fields are
-//! skipped (the scanner still validates them).
+//! System, developer and assistant text is not classified. Responses items
+//! without a role (tool and reasoning items) count as tool output: their
+//! `content`, `output`, `summary` and `text` are scan text. Shapes the APIs do
+//! not allow are refused rather than forwarded unread: a chat body without
+//! `messages`, a message without a role or with a role the APIs do not have, a
+//! content part that is not an object, a part `text` that is not a string.
+//! Other unknown fields are skipped (the scanner still validates them).
 
 #![cfg_attr(
     not(test),
@@ -66,6 +71,9 @@ pub enum ExtractError {
         /// What the API allows, in words.
         expected: &'static str,
     },
+    /// A field the API requires is absent (for example a chat body without `messages`).
+    #[error("`{0}` is required")]
+    Missing(&'static str),
 }
 
 /// The top-level `model` value.
@@ -130,6 +138,8 @@ enum Slot {
     Content,
     Output,
     PartText,
+    /// A Responses item's own `text` string (an `input_text` item given bare).
+    ItemText,
 }
 
 /// Where the string value being read goes.
@@ -156,6 +166,8 @@ enum Role {
 struct MessageAcc {
     role: Option<Role>,
     role_text: String,
+    /// The role string was longer than any role name.
+    role_overlong: bool,
     type_text: String,
     segments: Vec<String>,
     current: String,
@@ -215,16 +227,40 @@ fn role_type() -> ExtractError {
     }
 }
 
-/// The role named by `text`, in any ASCII case: an upstream that accepts "User" must not
-/// receive a turn the router did not classify.
-fn role_of(text: &str) -> Role {
+/// The role named by `text`, in any ASCII case (an upstream that accepts "User" must not
+/// receive a turn the router did not classify); `None` for a role neither API has, which
+/// an upstream might still accept and which the router would not read.
+fn role_of(text: &str) -> Option<Role> {
     let is = |name: &str| text.eq_ignore_ascii_case(name);
     if is("user") {
-        Role::User
+        Some(Role::User)
     } else if is("tool") || is("function") {
-        Role::Tool
+        Some(Role::Tool)
+    } else if is("system") || is("developer") || is("assistant") {
+        Some(Role::Other)
     } else {
-        Role::Other
+        None
+    }
+}
+
+fn role_value() -> ExtractError {
+    ExtractError::WrongType {
+        field: "role",
+        expected: "one of system, developer, user, assistant, tool, function",
+    }
+}
+
+fn part_type() -> ExtractError {
+    ExtractError::WrongType {
+        field: "content[]",
+        expected: "a content part object",
+    }
+}
+
+fn part_text_type() -> ExtractError {
+    ExtractError::WrongType {
+        field: "content[].text",
+        expected: "a string",
     }
 }
 
@@ -271,6 +307,15 @@ impl Extractor {
     /// What has been extracted so far.
     pub fn extracted(&self) -> &Extracted {
         &self.out
+    }
+
+    /// Checks, once the whole body has been read, what only its end can tell: a chat
+    /// body must have `messages`.
+    pub fn check_complete(&self) -> Result<(), ExtractError> {
+        if self.api == Api::ChatCompletions && !self.seen_conversation {
+            return Err(ExtractError::Missing("messages"));
+        }
+        Ok(())
     }
 
     /// True when the text to classify is known and so is `model` (or the
@@ -382,12 +427,15 @@ impl Extractor {
         self.msg.builder = Some(b);
     }
 
-    fn end_message(&mut self) {
+    fn end_message(&mut self) -> Result<(), ExtractError> {
         let msg = std::mem::take(&mut self.msg);
-        let role = if msg.type_text == "function_call_output" {
-            Role::Tool
-        } else {
-            msg.role.unwrap_or(Role::Unknown)
+        let role = match (msg.role, self.api) {
+            _ if msg.type_text == "function_call_output" => Role::Tool,
+            (Some(role), _) => role,
+            (None, Api::ChatCompletions) => return Err(ExtractError::Missing("messages[].role")),
+            // Responses items without a role are tool calls, their output and reasoning:
+            // whatever text they hold reaches the model like tool output.
+            (None, Api::Responses) => Role::Tool,
         };
         match role {
             Role::User => {
@@ -404,6 +452,7 @@ impl Extractor {
             }
             Role::Unknown | Role::Other => {}
         }
+        Ok(())
     }
 
     fn text_fragment(&mut self, s: &str) {
@@ -466,6 +515,8 @@ impl Extractor {
             (Ctx::Message, Slot::Role, _) => return Err(role_type()),
             (Ctx::Message, Slot::Content | Slot::Output, false) => Ctx::Parts,
             (Ctx::Parts, _, true) => Ctx::Part,
+            (Ctx::Parts, _, false) => return Err(part_type()),
+            (Ctx::Part, Slot::PartText, _) => return Err(part_text_type()),
             _ => Ctx::Ignored,
         })
     }
@@ -499,8 +550,10 @@ impl Extractor {
     /// `null` true), a number (`None`) or a boolean.
     fn scalar(&mut self, value: Option<bool>, null: bool) -> Result<(), ExtractError> {
         let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
-        if self.stack.last() == Some(&Ctx::Conversation) {
-            return Err(self.item_type());
+        match self.stack.last() {
+            Some(Ctx::Conversation) => return Err(self.item_type()),
+            Some(Ctx::Parts) => return Err(part_type()),
+            _ => {}
         }
         match slot {
             Slot::Model => self.out.model = Some(ModelValue::Other),
@@ -511,6 +564,7 @@ impl Extractor {
             // `null` content is allowed (an assistant turn with `tool_calls`).
             Slot::Content if !null => return Err(content_type()),
             Slot::Role => return Err(role_type()),
+            Slot::PartText => return Err(part_text_type()),
             _ => {}
         }
         Ok(())
@@ -551,6 +605,10 @@ impl Extractor {
                 "type" => Slot::ItemType,
                 "content" => Slot::Content,
                 "output" => Slot::Output,
+                // Responses items: a reasoning item's summary parts, and the text of an
+                // `input_text` item given without a message around it.
+                "summary" if self.api == Api::Responses => Slot::Output,
+                "text" if self.api == Api::Responses => Slot::ItemText,
                 _ => Slot::Ignore,
             },
             Some(Ctx::Part) => match name {
@@ -564,8 +622,10 @@ impl Extractor {
 
     fn string_start(&mut self, offset: u64) -> Result<(), ExtractError> {
         let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
-        if self.stack.last() == Some(&Ctx::Conversation) {
-            return Err(self.item_type());
+        match self.stack.last() {
+            Some(Ctx::Conversation) => return Err(self.item_type()),
+            Some(Ctx::Parts) => return Err(part_type()),
+            _ => {}
         }
         self.target = match slot {
             Slot::Model => {
@@ -576,7 +636,7 @@ impl Extractor {
             }
             Slot::Role => StrTarget::Role,
             Slot::ItemType => StrTarget::ItemType,
-            Slot::Content | Slot::Output | Slot::PartText => StrTarget::Text,
+            Slot::Content | Slot::Output | Slot::PartText | Slot::ItemText => StrTarget::Text,
             Slot::Conversation if self.api == Api::ChatCompletions => {
                 return Err(self.conversation_type());
             }
@@ -605,6 +665,8 @@ impl Extractor {
             StrTarget::Role => {
                 if self.msg.role_text.len() + s.len() <= 32 {
                     self.msg.role_text.push_str(s);
+                } else {
+                    self.msg.role_overlong = true;
                 }
             }
             StrTarget::ItemType => {
@@ -616,7 +678,7 @@ impl Extractor {
         }
     }
 
-    fn string_end(&mut self, end: u64) {
+    fn string_end(&mut self, end: u64) -> Result<(), ExtractError> {
         let target = std::mem::replace(&mut self.target, StrTarget::None);
         match target {
             StrTarget::None => {}
@@ -633,12 +695,14 @@ impl Extractor {
                 });
             }
             StrTarget::Role => {
-                self.msg.role = Some(role_of(&self.msg.role_text));
+                let role = role_of(&self.msg.role_text).filter(|_| !self.msg.role_overlong);
+                self.msg.role = Some(role.ok_or_else(role_value)?);
                 self.role_known();
             }
             StrTarget::ItemType => {}
             StrTarget::Text => self.text_end(),
         }
+        Ok(())
     }
 }
 
@@ -657,7 +721,7 @@ impl Sink for Extractor {
             }
             Event::ObjectEnd { .. } | Event::ArrayEnd { .. } => {
                 match self.stack.pop() {
-                    Some(Ctx::Message) => self.end_message(),
+                    Some(Ctx::Message) => self.end_message()?,
                     Some(Ctx::Conversation) => self.out.texts_complete = true,
                     _ => {}
                 }
@@ -671,7 +735,7 @@ impl Sink for Extractor {
                 self.string_start(offset)?;
             }
             Event::StringFragment(s) => self.string_fragment(s),
-            Event::StringEnd { end } => self.string_end(end),
+            Event::StringEnd { end } => self.string_end(end)?,
             Event::Number { .. } | Event::Null { .. } => {
                 if self.stack.is_empty() {
                     return Err(ExtractError::NotAnObject);

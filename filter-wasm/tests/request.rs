@@ -68,9 +68,16 @@ fn reference(api: Api, v: &Value) -> (Vec<String>, String) {
                 let role = obj.get("role").and_then(Value::as_str).unwrap_or("");
                 let is_output =
                     obj.get("type").and_then(Value::as_str) == Some("function_call_output");
+                // Responses items without a role (tool calls, their output, reasoning) are
+                // read like tool output, with their summary parts and own `text`.
+                let roleless = api == Api::Responses && obj.get("role").is_none();
                 let mut segs = obj.get("content").map(texts).unwrap_or_default();
                 segs.extend(obj.get("output").map(texts).unwrap_or_default());
-                if is_output || role == "tool" || role == "function" {
+                if api == Api::Responses {
+                    segs.extend(obj.get("summary").map(texts).unwrap_or_default());
+                    segs.extend(obj.get("text").and_then(Value::as_str).map(str::to_string));
+                }
+                if is_output || roleless || role == "tool" || role == "function" {
                     push(&mut scan, &segs);
                 } else if role == "user" {
                     let prev = std::mem::replace(&mut last_user, segs);
@@ -314,6 +321,52 @@ fn rejects_wrong_types_of_the_fields_it_reads() {
             chat,
             "role",
         ),
+        (
+            br#"{"messages":[{"role":"human","content":"x"}]}"#,
+            chat,
+            "role",
+        ),
+        (br#"{"messages":[{"role":"","content":"x"}]}"#, chat, "role"),
+        (
+            br#"{"messages":[{"role":"useruseruseruseruseruseruseruseruser","content":"x"}]}"#,
+            chat,
+            "role",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":[[{"type":"text","text":"x"}]]}]}"#,
+            chat,
+            "content[]",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":["x"]}]}"#,
+            chat,
+            "content[]",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":[7]}]}"#,
+            chat,
+            "content[]",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":[{"type":"text","text":{"value":"x"}}]}]}"#,
+            chat,
+            "content[].text",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":[{"type":"text","text":["x"]}]}]}"#,
+            chat,
+            "content[].text",
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":[{"type":"text","text":null}]}]}"#,
+            chat,
+            "content[].text",
+        ),
+        (
+            br#"{"input":[{"role":"human","content":"x"}]}"#,
+            resp,
+            "role",
+        ),
         (br#"{"input":{"role":"user","content":"x"}}"#, resp, "input"),
         (br#"{"input":7}"#, resp, "input"),
         (br#"{"input":["hello"]}"#, resp, "input[]"),
@@ -336,6 +389,10 @@ fn rejects_wrong_types_of_the_fields_it_reads() {
             chat,
         ),
         (br#"{"messages":[],"temperature":"hot","tools":{}}"#, chat),
+        (
+            br#"{"messages":[{"role":"System","content":"s"},{"role":"developer","content":"d"},{"role":"USER","content":"q"}]}"#,
+            chat,
+        ),
     ] {
         assert!(
             extract(api, body, &[]).is_ok(),
@@ -471,4 +528,44 @@ proptest! {
         let whole = extract(Api::ChatCompletions, bytes, &[]).unwrap();
         prop_assert_eq!(extract(Api::ChatCompletions, bytes, &splits).unwrap(), whole);
     }
+}
+
+#[test]
+fn shapes_the_router_would_not_read_are_refused_or_read() {
+    let chat = Api::ChatCompletions;
+    let resp = Api::Responses;
+    // A chat message needs a role (an upstream may take a role-less turn as the user's).
+    match extract(chat, br#"{"messages":[{"content":"hi"}]}"#, &[3]) {
+        Err(FeedError::Sink(ExtractError::Missing(f))) => assert_eq!(f, "messages[].role"),
+        other => panic!("{other:?}"),
+    }
+    // A chat body without `messages`: refused once the body has ended.
+    let mut scanner = Scanner::new(64);
+    let mut ex = Extractor::new(chat, &CompressionConfig::default(), 1024);
+    scanner
+        .feed(br#"{"model":"auto","prompt":"hi"}"#, &mut ex)
+        .unwrap();
+    scanner.finish(&mut ex).unwrap();
+    assert_eq!(ex.check_complete(), Err(ExtractError::Missing("messages")));
+    let mut ex = Extractor::new(resp, &CompressionConfig::default(), 1024);
+    scanner = Scanner::new(64);
+    scanner.feed(br#"{"model":"auto"}"#, &mut ex).unwrap();
+    scanner.finish(&mut ex).unwrap();
+    assert_eq!(ex.check_complete(), Ok(()));
+    // Responses items without a role are read as tool output: a bare `input_text` item,
+    // a role-less message, reasoning summaries, other tools' output.
+    let body = br#"{"model":"auto","input":[
+        {"type":"input_text","text":"bare item"},
+        {"content":"no role"},
+        {"type":"reasoning","summary":[{"type":"summary_text","text":"a summary"}]},
+        {"type":"custom_tool_call_output","call_id":"c","output":"custom out"},
+        {"type":"mcp_call","name":"m","arguments":"{}","output":"mcp out"},
+        {"role":"user","content":"the question"}]}"#;
+    let (ex, prompt) = extract(resp, body, &[7, 50, 120]).unwrap();
+    assert_eq!(prompt, "the question");
+    for t in ["bare item", "no role", "a summary", "custom out", "mcp out"] {
+        assert!(ex.scan_text.contains(t), "{t} not in {:?}", ex.scan_text);
+    }
+    let v: Value = serde_json::from_slice(body).unwrap();
+    assert_eq!(reference(resp, &v).1, ex.scan_text);
 }

@@ -153,6 +153,18 @@ async fn fail_open_without_daemon_and_local_checks() {
             .is_some_and(|m| m.contains("upstream")),
         "{e}"
     );
+    // Malformed HTTP, which Envoy answers itself before any filter runs: the same shape.
+    for raw in [
+        &b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}"[..],
+        b"GET /v1/models HTTP/1.1\r\n\r\n",
+    ] {
+        let (status, body) = raw_http(router.layout.port, raw);
+        assert_eq!(status, 400, "{body}");
+        let v: serde_json::Value =
+            serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        assert_eq!(v["error"]["code"], "invalid_http_request", "{body}");
+        assert_eq!(v["error"]["type"], "invalid_request_error", "{body}");
+    }
     drop(router);
 
     // Fail closed: 503 OpenAI error.
@@ -167,6 +179,30 @@ async fn fail_open_without_daemon_and_local_checks() {
         r.assert_openai_error(503)["error"]["code"],
         "router_unavailable"
     );
+}
+
+/// Sends `raw` bytes on a new connection; the reply's status and body (the connection is
+/// closed by the proxy after an error reply).
+fn raw_http(port: u16, raw: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(raw).expect("write");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
 }
 
 async fn client_get(

@@ -40,6 +40,7 @@ use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
 use crate::prompt::TokenCalibration;
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
+use crate::request_path;
 
 /// What the host should do with the stream after a callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -234,11 +235,11 @@ impl HttpFilter {
             }
         }
         let method = host.request_header(":method").unwrap_or_default();
-        let path = host.request_header(":path").unwrap_or_default();
-        let path = path.split('?').next().unwrap_or_default();
-        let api = if path == self.config.paths.chat_completions {
+        // Compared as an upstream may read it: `/v1/chat/complet%69ons/` is the chat API.
+        let path = request_path::canonical(&host.request_header(":path").unwrap_or_default());
+        let api = if path == request_path::canonical(&self.config.paths.chat_completions) {
             Api::ChatCompletions
-        } else if path == self.config.paths.responses {
+        } else if path == request_path::canonical(&self.config.paths.responses) {
             Api::Responses
         } else {
             return Action::Continue;

@@ -23,6 +23,7 @@ pub mod json_scan;
 pub mod policy;
 pub mod prompt;
 pub mod request;
+pub mod request_path;
 
 #[cfg(target_arch = "wasm32")]
 mod shim;

@@ -783,3 +783,23 @@ fn unsafe_model_names_never_become_headers() {
     assert!(h.headers.iter().all(|(_, v)| !v.contains('\n')));
     assert_eq!(h.body, body, "pass-through body untouched");
 }
+
+#[test]
+fn path_variants_an_upstream_reads_as_the_api_are_classified() {
+    for path in [
+        "/v1/chat/complet%69ons",
+        "/v1/chat/completions/",
+        "//v1/./chat/completions",
+        "/V1/chat/completions?x=1",
+    ] {
+        let mut f = filter("");
+        let mut h = MockHost::new("POST", path, &[]);
+        assert_eq!(f.on_request_headers(&mut h, false), Action::Pause, "{path}");
+        send_body(&mut f, &mut h, MATH.as_bytes(), 1000);
+        assert_eq!(h.calls.len(), 1, "{path}: not classified");
+    }
+    // Other paths pass through unread.
+    let mut f = filter("");
+    let mut h = MockHost::new("POST", "/v1/chat/completions2", &[]);
+    assert_eq!(f.on_request_headers(&mut h, false), Action::Continue);
+}

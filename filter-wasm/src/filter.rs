@@ -87,6 +87,11 @@ pub trait Host {
     ) -> Result<u32, HostError>;
     /// The reply message of the finished gRPC call, `len` bytes.
     fn grpc_response_body(&self, len: usize) -> Option<Vec<u8>>;
+    /// The status message of the finished gRPC call, when the host gives one (Envoy:
+    /// `upstream request timeout{response_timeout}` when the call's timeout ended it).
+    fn grpc_status_message(&self) -> Option<String> {
+        None
+    }
     /// Sends a local reply instead of forwarding.
     fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]);
     /// Resumes a paused request.
@@ -519,11 +524,15 @@ impl HttpFilter {
         };
         let verdict = if status_code != 0 {
             // Envoy reports its own call timeout as UNAVAILABLE (the 504 of
-            // its router maps to gRPC 14): a failure at the deadline is a
-            // timeout whatever the status says.
+            // its router maps to gRPC 14), naming it in the status message: a
+            // failure so named, or at the deadline, is a timeout whatever the
+            // status says.
             let deadline_us = self.config.daemon.timeout_ms.saturating_mul(1000);
-            let reason = if self.daemon_us.unwrap_or(0).saturating_mul(20)
-                >= deadline_us.saturating_mul(19)
+            let timed_out = host
+                .grpc_status_message()
+                .is_some_and(|m| m.contains("response_timeout"));
+            let reason = if timed_out
+                || self.daemon_us.unwrap_or(0).saturating_mul(20) >= deadline_us.saturating_mul(19)
             {
                 FallbackReason::Timeout
             } else {

@@ -79,6 +79,11 @@ extern "C" {
         grpc_status: i32,
     ) -> u32;
     fn proxy_continue_stream(stream_type: u32) -> u32;
+    fn proxy_get_status(
+        return_code: *mut u32,
+        return_message_data: *mut *mut u8,
+        return_message_size: *mut usize,
+    ) -> u32;
     fn proxy_get_header_map_value(
         map_type: u32,
         key_data: *const u8,
@@ -312,6 +317,22 @@ impl Host for WasmHost {
     fn grpc_response_body(&self, len: usize) -> Option<Vec<u8>> {
         // Buffer type 5: the gRPC receive buffer.
         get_buffer(5, 0, len).ok().flatten()
+    }
+
+    fn grpc_status_message(&self) -> Option<String> {
+        // The SDK's accessor panics on a message that is not UTF-8: read it as bytes.
+        let mut code: u32 = 0;
+        let mut data: *mut u8 = std::ptr::null_mut();
+        let mut size: usize = 0;
+        // SAFETY: as in `get_buffer`, the host hands over a buffer it allocated through
+        // this module's allocator, `size` bytes long.
+        let status = unsafe { proxy_get_status(&mut code, &mut data, &mut size) };
+        if status != STATUS_OK || data.is_null() {
+            return None;
+        }
+        // SAFETY: see above; capacity equals the allocated size.
+        let bytes = unsafe { Vec::from_raw_parts(data, size, size) };
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {

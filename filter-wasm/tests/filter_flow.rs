@@ -31,6 +31,7 @@ struct MockHost {
     sent: Option<LocalReply>,
     resumed: u32,
     now: Cell<u64>,
+    grpc_message: Option<String>,
 }
 
 impl MockHost {
@@ -112,6 +113,9 @@ impl Host for MockHost {
     }
     fn grpc_response_body(&self, _len: usize) -> Option<Vec<u8>> {
         self.reply.clone()
+    }
+    fn grpc_status_message(&self) -> Option<String> {
+        self.grpc_message.clone()
     }
     fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
         assert!(self.sent.is_none(), "two local replies");
@@ -686,6 +690,25 @@ fn unavailable_at_the_deadline_is_a_timeout() {
     h.now.set(h.now.get() + 250_000);
     f.on_grpc_response(&mut h, 1, 14, 0);
     assert_eq!(h.header("x-semroute-fallback"), Some("daemon-timeout"));
+
+    // Named as a timeout in the status message, even when the filter's clock says it
+    // came early (a worker busy with other streams runs the callback late or early).
+    for (message, reason) in [
+        ("upstream request timeout{response_timeout}", "daemon-timeout"),
+        (
+            "upstream connect error or disconnect/reset before headers. reset reason: remote connection failure",
+            "daemon-unavailable",
+        ),
+    ] {
+        let mut f = filter("");
+        let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+        f.on_request_headers(&mut h, false);
+        send_body(&mut f, &mut h, MATH.as_bytes(), 1000);
+        h.grpc_message = Some(message.into());
+        h.now.set(h.now.get() + 10_000);
+        f.on_grpc_response(&mut h, 1, 14, 0);
+        assert_eq!(h.header("x-semroute-fallback"), Some(reason), "{message}");
+    }
 }
 
 /// Runs one request through the filter with the body cut at `splits`;

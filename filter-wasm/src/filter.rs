@@ -359,6 +359,9 @@ impl HttpFilter {
         }
         self.scan_us += host.now_us().saturating_sub(t0);
         result.map_err(|e| match e {
+            FeedError::Syntax(s) if s.kind == ScanErrorKind::Empty => {
+                ErrorResponse::bad_request("a JSON request body is required", "missing_body")
+            }
             FeedError::Syntax(s) => {
                 let code = if matches!(s.kind, ScanErrorKind::TooDeep(_)) {
                     "nesting_too_deep"

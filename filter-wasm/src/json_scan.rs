@@ -102,12 +102,23 @@ pub enum Event<'a> {
     },
 }
 
+/// A byte for an error message: the character when it is printable ASCII (`'x'`), else
+/// its value (`byte 0xEF`), so that a byte of a multi-byte sequence is not shown as the
+/// Latin-1 character it is not.
+fn describe_byte(b: u8) -> String {
+    if b.is_ascii_graphic() {
+        format!("character '{}'", char::from(b))
+    } else {
+        format!("byte 0x{b:02X}")
+    }
+}
+
 /// Why the body is not valid JSON (or not acceptable to this scanner).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum ScanErrorKind {
     /// A byte that cannot appear where it was found.
-    #[error("unexpected character {0:?}")]
-    UnexpectedByte(char),
+    #[error("unexpected {}", describe_byte(*.0))]
+    UnexpectedByte(u8),
     /// The body ended inside a value or container.
     #[error("unexpected end of input")]
     UnexpectedEnd,
@@ -541,9 +552,7 @@ impl Scanner {
                 continue;
             }
             if self.top == Top::Done {
-                return Err(self
-                    .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                    .into());
+                return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
             }
             match self.stack.last().copied() {
                 Some(Frame::ObjectFirst | Frame::ObjectKey) => {
@@ -558,9 +567,7 @@ impl Scanner {
                             .map_err(FeedError::Sink)?;
                         self.value_done();
                     } else {
-                        return Err(self
-                            .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                            .into());
+                        return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
                     }
                     continue;
                 }
@@ -571,9 +578,7 @@ impl Scanner {
                         }
                         continue;
                     }
-                    return Err(self
-                        .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                        .into());
+                    return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
                 }
                 Some(Frame::ObjectNext) => {
                     match b {
@@ -589,9 +594,7 @@ impl Scanner {
                             self.value_done();
                         }
                         _ => {
-                            return Err(self
-                                .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                                .into());
+                            return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
                         }
                     }
                     continue;
@@ -610,9 +613,7 @@ impl Scanner {
                             self.value_done();
                         }
                         _ => {
-                            return Err(self
-                                .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                                .into());
+                            return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
                         }
                     }
                     continue;
@@ -628,9 +629,7 @@ impl Scanner {
             }
             // A value is expected here.
             if !self.expects_value() {
-                return Err(self
-                    .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                    .into());
+                return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
             }
             if self.stack.is_empty() {
                 self.top = Top::InValue;
@@ -695,9 +694,7 @@ impl Scanner {
                     }
                 }
                 _ => {
-                    return Err(self
-                        .fail(ScanErrorKind::UnexpectedByte(char::from(b)), at)
-                        .into());
+                    return Err(self.fail(ScanErrorKind::UnexpectedByte(b), at).into());
                 }
             }
         }

@@ -527,6 +527,24 @@ fn malformed_json_too_large_and_missing_body() {
     let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
     f.on_request_headers(&mut h, true);
     assert_eq!(h.sent_status(), Some(400));
+    assert_eq!(h.sent_json()["error"]["code"], "missing_body");
+    // The same when the body is chunked and ends empty (end of stream on a body callback).
+    let mut f = filter("");
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    f.on_request_body(&mut h, 0, true);
+    assert_eq!(h.sent_status(), Some(400));
+    assert_eq!(h.sent_json()["error"]["code"], "missing_body");
+    // A byte order mark is named by its value, not shown as Latin-1 text.
+    let mut f = filter("");
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    send_body(&mut f, &mut h, "\u{FEFF}{}".as_bytes(), 100);
+    let message = h.sent_json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("unexpected byte 0xEF"), "{message}");
 
     let mut f = filter(r#"{"limits": {"max_depth": 3, "small_body_bytes": 0}}"#);
     let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);

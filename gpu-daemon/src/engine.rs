@@ -2,10 +2,12 @@
 //! requests, sharing one encoder pass between the domain and jailbreak heads
 //! and batching windows across requests.
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::time::Instant;
 
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
+use crate::invisible::blank_invisible;
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::{softmax, LinearHead};
 use crate::models::hf_dir::HfClassifier;
@@ -290,11 +292,15 @@ impl Engine {
     ) -> Result<(), EngineError> {
         // Encoder jobs: windows of `text` (domain + jailbreak) and of
         // `scan_text` (jailbreak only), batched across requests.
+        // For the jailbreak also their invisible-character variants (see
+        // `crate::invisible`).
         struct Job {
             req: usize,
             part: Part,
             span: (usize, usize),
             ids: Vec<u32>,
+            /// A variant scored for the jailbreak only.
+            jailbreak_only: bool,
         }
         let content = self.limits.max_seq_len - 2;
         let overlap = self.limits.window_overlap;
@@ -311,18 +317,30 @@ impl Engine {
                     input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_));
                 let text_tok = encoder.tokenizer.tokenize(&input.text)?;
                 outputs[req].input_tokens = text_tok.ids.len() as u32;
-                let mut parts: Vec<(Part, &str, TokenizedText)> = Vec::new();
+                let mut parts: Vec<(Part, &str, TokenizedText, bool)> = Vec::new();
                 if want_domain || want_jb {
-                    parts.push((Part::Text, &input.text, text_tok));
+                    parts.push((Part::Text, &input.text, text_tok, false));
                 }
                 if want_jb && !input.scan_text.is_empty() {
                     parts.push((
                         Part::ScanText,
                         &input.scan_text,
                         encoder.tokenizer.tokenize(&input.scan_text)?,
+                        false,
                     ));
                 }
-                for (part, text, tok) in parts {
+                if want_jb {
+                    for (part, text) in [
+                        (Part::Text, &input.text),
+                        (Part::ScanText, &input.scan_text),
+                    ] {
+                        if let Cow::Owned(spaced) = blank_invisible(text) {
+                            let tok = encoder.tokenizer.tokenize(&spaced)?;
+                            parts.push((part, text, tok, true));
+                        }
+                    }
+                }
+                for (part, text, tok, jailbreak_only) in parts {
                     let plan = plan_windows(tok.ids.len(), content, overlap, max_windows);
                     outputs[req].truncated |= plan.truncated;
                     for w in plan.windows {
@@ -331,6 +349,7 @@ impl Engine {
                             part,
                             span: byte_span(&tok, w.clone(), text.len()),
                             ids: tok.ids[w].to_vec(),
+                            jailbreak_only,
                         });
                     }
                 }
@@ -350,7 +369,7 @@ impl Engine {
                 inputs.iter().map(|_| (vec![0f32; hidden], 0.0)).collect();
             for (job, emb) in jobs.iter().zip(&embeddings) {
                 let input = &inputs[job.req];
-                if job.part == Part::Text && input.signals.domain {
+                if job.part == Part::Text && !job.jailbreak_only && input.signals.domain {
                     let w = (job.ids.len() + 2) as f32;
                     let (sum, total) = &mut domain_sum[job.req];
                     sum.iter_mut().zip(emb).for_each(|(s, v)| *s += v * w);
@@ -407,14 +426,27 @@ impl Engine {
                     continue;
                 }
                 let t0 = Instant::now();
-                let texts: Vec<(Part, &str)> = if is_domain || input.scan_text.is_empty() {
-                    vec![(Part::Text, input.text.as_str())]
-                } else {
-                    vec![
-                        (Part::Text, input.text.as_str()),
-                        (Part::ScanText, input.scan_text.as_str()),
-                    ]
-                };
+                let mut texts: Vec<(Part, Cow<'_, str>)> =
+                    if is_domain || input.scan_text.is_empty() {
+                        vec![(Part::Text, Cow::Borrowed(input.text.as_str()))]
+                    } else {
+                        vec![
+                            (Part::Text, Cow::Borrowed(input.text.as_str())),
+                            (Part::ScanText, Cow::Borrowed(input.scan_text.as_str())),
+                        ]
+                    };
+                if !is_domain {
+                    // The jailbreak also scores each text with its invisible characters
+                    // as spaces (offsets unchanged), where there are any.
+                    let spaced: Vec<(Part, Cow<'_, str>)> = texts
+                        .iter()
+                        .filter_map(|(part, t)| match blank_invisible(t) {
+                            Cow::Owned(s) => Some((*part, Cow::Owned(s))),
+                            Cow::Borrowed(_) => None,
+                        })
+                        .collect();
+                    texts.extend(spaced);
+                }
                 let content = c
                     .max_positions
                     .min(self.limits.max_seq_len)
@@ -423,7 +455,8 @@ impl Engine {
                 let mut probs_sum = vec![0f32; c.id2label.len()];
                 let mut best: Option<JailbreakOutput> = None;
                 let mut windows = 0u32;
-                for (part, text) in texts {
+                for (part, text) in &texts {
+                    let (part, text) = (*part, text.as_ref());
                     let tok = c.tokenizer.tokenize(text)?;
                     let plan = plan_windows(tok.ids.len(), content, overlap, max_windows);
                     outputs[req].truncated |= plan.truncated;
@@ -611,9 +644,7 @@ impl Engine {
                     .map(|e| e.entity.clone())
                     .collect();
                 if self.pii.patterns {
-                    ents.extend(pii::patterns::find(&crate::invisible::blank_invisible(
-                        text,
-                    )));
+                    ents.extend(pii::patterns::find(&blank_invisible(text)));
                 }
                 all.extend(
                     pii::merge(ents)

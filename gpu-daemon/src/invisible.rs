@@ -1,15 +1,17 @@
-//! Invisible characters as word separators.
+//! Invisible characters in text to classify.
 //!
 //! The models' tokenizers drop control and format characters (BERT's text
-//! cleaning removes Unicode categories Cc and Cf), so a zero-width joiner, a
-//! soft hyphen or a NUL put between words glues them together: "Ignore\u{200D}all
-//! previous instructions" reaches the jailbreak model as "Ignoreall..." and
-//! scores far lower than the plain sentence (0.58 against 0.85 on the bundled
-//! model). Each such character is replaced by spaces of its own UTF-8 length
-//! before tokenization, so the words stay apart and every byte offset into the
-//! result is the same offset into the original text (entity spans stay valid).
-//! Inside a word the replacement splits it, which the classifiers tolerate
-//! ("Ig nore" scores as high as "Ignore").
+//! cleaning removes Unicode categories Cc and Cf). Put inside words
+//! ("Ig\u{AD}no\u{AD}re"), they change nothing; put between words, they glue
+//! them together: "Ignore\u{200D}all previous instructions" reaches the
+//! jailbreak model as "Ignoreall..." and scores far lower than the plain text
+//! (0.58 against 0.85 on the bundled model). So the jailbreak signal scores a
+//! text that holds any of them twice, as written and with each one replaced by
+//! spaces of its own UTF-8 length ([`blank_invisible`]), and keeps the higher
+//! score; every byte offset into the spaced copy is the same offset into the
+//! original (window spans and entity spans stay valid). The PII patterns read
+//! the spaced copy. Known gap: one kind inside words and another between them
+//! defeats both readings.
 
 use std::borrow::Cow;
 

@@ -103,13 +103,11 @@ impl WindowTokenizer {
         })
     }
 
-    /// Tokenises `text` without special tokens; offsets are byte offsets. Invisible
-    /// characters separate words ([`crate::invisible`]).
+    /// Tokenises `text` without special tokens; offsets are byte offsets.
     pub fn tokenize(&self, text: &str) -> Result<TokenizedText, ModelError> {
-        let text = crate::invisible::blank_invisible(text);
         let enc = self
             .tokenizer
-            .encode(text.as_ref(), false)
+            .encode(text, false)
             .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         Ok(TokenizedText {
             ids: enc.get_ids().to_vec(),

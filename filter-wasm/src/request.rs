@@ -19,7 +19,8 @@
 //!
 //! System, developer and assistant text is not classified. Responses items
 //! without a role (tool and reasoning items) count as tool output: their
-//! `content`, `output`, `summary` and `text` are scan text. Shapes the APIs do
+//! `content`, `output`, `outputs`, `results`, `summary` and `text` are scan
+//! text (with the `stdout`, `stderr` and `logs` of output parts). Shapes the APIs do
 //! not allow are refused rather than forwarded unread: a chat body without
 //! `messages`, a message without a role or with a role the APIs do not have, a
 //! content part that is not an object, a part `text` that is not a string.
@@ -514,6 +515,8 @@ impl Extractor {
             (Ctx::Message, Slot::Content, true) => return Err(content_type()),
             (Ctx::Message, Slot::Role, _) => return Err(role_type()),
             (Ctx::Message, Slot::Content | Slot::Output, false) => Ctx::Parts,
+            // One output object (a computer call's output): read like a content part.
+            (Ctx::Message, Slot::Output, true) if self.api == Api::Responses => Ctx::Part,
             (Ctx::Parts, _, true) => Ctx::Part,
             (Ctx::Parts, _, false) => return Err(part_type()),
             (Ctx::Part, Slot::PartText, _) => return Err(part_text_type()),
@@ -605,14 +608,17 @@ impl Extractor {
                 "type" => Slot::ItemType,
                 "content" => Slot::Content,
                 "output" => Slot::Output,
-                // Responses items: a reasoning item's summary parts, and the text of an
-                // `input_text` item given without a message around it.
-                "summary" if self.api == Api::Responses => Slot::Output,
+                // Responses items: a reasoning item's summary parts, a code interpreter's
+                // outputs, file search results, and the text of an `input_text` item
+                // given without a message around it.
+                "summary" | "outputs" | "results" if self.api == Api::Responses => Slot::Output,
                 "text" if self.api == Api::Responses => Slot::ItemText,
                 _ => Slot::Ignore,
             },
             Some(Ctx::Part) => match name {
                 "text" => Slot::PartText,
+                // Tool output parts of the Responses API: shell output, code interpreter logs.
+                "stdout" | "stderr" | "logs" if self.api == Api::Responses => Slot::ItemText,
                 _ => Slot::Ignore,
             },
             _ => Slot::Ignore,

@@ -38,16 +38,24 @@ fn extract(
 
 /// Reference extraction on the parsed value (see `request` module docs).
 fn reference(api: Api, v: &Value) -> (Vec<String>, String) {
-    fn texts(content: &Value) -> Vec<String> {
+    // The text of one part: `text`, and for the Responses API tool output fields.
+    let part_texts = |p: &Value| -> Vec<String> {
+        let keys: &[&str] = match api {
+            Api::ChatCompletions => &["text"],
+            Api::Responses => &["text", "stdout", "stderr", "logs"],
+        };
+        keys.iter()
+            .filter_map(|k| p.get(*k).and_then(Value::as_str).map(str::to_string))
+            .collect()
+    };
+    let texts = |content: &Value| -> Vec<String> {
         match content {
             Value::String(s) => vec![s.clone()],
-            Value::Array(parts) => parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(Value::as_str).map(str::to_string))
-                .collect(),
+            Value::Array(parts) => parts.iter().flat_map(part_texts).collect(),
+            Value::Object(_) if api == Api::Responses => part_texts(content),
             _ => Vec::new(),
         }
-    }
+    };
     let mut last_user: Vec<String> = Vec::new();
     let mut scan: Vec<String> = Vec::new();
     let push = |scan: &mut Vec<String>, segs: &[String]| {
@@ -74,7 +82,9 @@ fn reference(api: Api, v: &Value) -> (Vec<String>, String) {
                 let mut segs = obj.get("content").map(texts).unwrap_or_default();
                 segs.extend(obj.get("output").map(texts).unwrap_or_default());
                 if api == Api::Responses {
-                    segs.extend(obj.get("summary").map(texts).unwrap_or_default());
+                    for key in ["summary", "outputs", "results"] {
+                        segs.extend(obj.get(key).map(texts).unwrap_or_default());
+                    }
                     segs.extend(obj.get("text").and_then(Value::as_str).map(str::to_string));
                 }
                 if is_output || roleless || role == "tool" || role == "function" {
@@ -560,10 +570,25 @@ fn shapes_the_router_would_not_read_are_refused_or_read() {
         {"type":"reasoning","summary":[{"type":"summary_text","text":"a summary"}]},
         {"type":"custom_tool_call_output","call_id":"c","output":"custom out"},
         {"type":"mcp_call","name":"m","arguments":"{}","output":"mcp out"},
+        {"type":"shell_call_output","call_id":"s","output":[{"stdout":"shell out","stderr":"shell err","outcome":{"type":"exit","exit_code":0}}]},
+        {"type":"code_interpreter_call","id":"ci","code":"print(1)","outputs":[{"type":"logs","logs":"ci logs"}]},
+        {"type":"file_search_call","id":"fs","queries":["q"],"results":[{"file_id":"f","text":"found text"}]},
+        {"type":"computer_call_output","call_id":"cc","output":{"type":"input_text","text":"computer out"}},
         {"role":"user","content":"the question"}]}"#;
-    let (ex, prompt) = extract(resp, body, &[7, 50, 120]).unwrap();
+    let (ex, prompt) = extract(resp, body, &[7, 50, 120, 333, 512]).unwrap();
     assert_eq!(prompt, "the question");
-    for t in ["bare item", "no role", "a summary", "custom out", "mcp out"] {
+    for t in [
+        "bare item",
+        "no role",
+        "a summary",
+        "custom out",
+        "mcp out",
+        "shell out",
+        "shell err",
+        "ci logs",
+        "found text",
+        "computer out",
+    ] {
         assert!(ex.scan_text.contains(t), "{t} not in {:?}", ex.scan_text);
     }
     let v: Value = serde_json::from_slice(body).unwrap();

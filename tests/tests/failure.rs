@@ -154,12 +154,19 @@ async fn fail_open_without_daemon_and_local_checks() {
         "{e}"
     );
     // Malformed HTTP, which Envoy answers itself before any filter runs: the same shape.
-    for raw in [
-        &b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}"[..],
-        b"GET /v1/models HTTP/1.1\r\n\r\n",
+    for (raw, want) in [
+        (
+            &b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n{}"[..],
+            400,
+        ),
+        (b"GET /v1/models HTTP/1.1\r\n\r\n", 400),
+        (
+            b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
+            501,
+        ),
     ] {
         let (status, body) = raw_http(router.layout.port, raw);
-        assert_eq!(status, 400, "{body}");
+        assert_eq!(status, want, "{body}");
         let v: serde_json::Value =
             serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
         assert_eq!(v["error"]["code"], "invalid_http_request", "{body}");

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
-use crate::invisible::blank_invisible;
+use crate::invisible::{blank_invisible, spaced_readings};
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::{softmax, LinearHead};
 use crate::models::hf_dir::HfClassifier;
@@ -334,7 +334,7 @@ impl Engine {
                         (Part::Text, &input.text),
                         (Part::ScanText, &input.scan_text),
                     ] {
-                        if let Cow::Owned(spaced) = blank_invisible(text) {
+                        for spaced in spaced_readings(text) {
                             let tok = encoder.tokenizer.tokenize(&spaced)?;
                             parts.push((part, text, tok, true));
                         }
@@ -436,13 +436,14 @@ impl Engine {
                         ]
                     };
                 if !is_domain {
-                    // The jailbreak also scores each text with its invisible characters
-                    // as spaces (offsets unchanged), where there are any.
+                    // The jailbreak also scores each text's spaced readings (invisible
+                    // characters as spaces, offsets unchanged), where there are any.
                     let spaced: Vec<(Part, Cow<'_, str>)> = texts
                         .iter()
-                        .filter_map(|(part, t)| match blank_invisible(t) {
-                            Cow::Owned(s) => Some((*part, Cow::Owned(s))),
-                            Cow::Borrowed(_) => None,
+                        .flat_map(|(part, t)| {
+                            spaced_readings(t)
+                                .into_iter()
+                                .map(|s| (*part, Cow::Owned(s)))
                         })
                         .collect();
                     texts.extend(spaced);

@@ -203,6 +203,9 @@ async fn real_models_over_grpc() {
             .collect::<Vec<_>>()
             .join(" "),
     );
+    // One kind inside the words, another between them.
+    let mixed = variants[variants.len() - 1].replace(' ', "\u{200D}");
+    variants.push(mixed);
     for glued in variants {
         let sep = &glued;
         let g = classify(&mut client, &glued, &["jailbreak"]).await;

@@ -218,7 +218,8 @@ impl Default for PiiPolicy {
     }
 }
 
-/// The request paths the filter inspects (POST only).
+/// The request paths the filter inspects (POST only), in canonical form once parsed
+/// ([`crate::request_path::canonical`]).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Paths {
@@ -314,9 +315,16 @@ impl FilterConfig {
     /// [`ConfigError::Parse`] for malformed JSON, unknown or missing fields;
     /// [`ConfigError::Invalid`] naming the first field out of range.
     pub fn from_json(bytes: &[u8]) -> Result<Self, ConfigError> {
-        let config: FilterConfig =
+        let mut config: FilterConfig =
             serde_json::from_slice(bytes).map_err(|e| ConfigError::Parse(e.to_string()))?;
         config.validate()?;
+        // Compared with each request's canonical path: canonical once, here.
+        for p in [
+            &mut config.paths.chat_completions,
+            &mut config.paths.responses,
+        ] {
+            *p = crate::request_path::canonical(p);
+        }
         Ok(config)
     }
 

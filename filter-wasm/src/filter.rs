@@ -242,9 +242,9 @@ impl HttpFilter {
         let method = host.request_header(":method").unwrap_or_default();
         // Compared as an upstream may read it: `/v1/chat/complet%69ons/` is the chat API.
         let path = request_path::canonical(&host.request_header(":path").unwrap_or_default());
-        let api = if path == request_path::canonical(&self.config.paths.chat_completions) {
+        let api = if path == self.config.paths.chat_completions {
             Api::ChatCompletions
-        } else if path == request_path::canonical(&self.config.paths.responses) {
+        } else if path == self.config.paths.responses {
             Api::Responses
         } else {
             return Action::Continue;

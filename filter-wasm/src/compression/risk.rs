@@ -1025,6 +1025,14 @@ impl Word {
         self.letters = self.letters.saturating_add(run.len() as u32);
     }
 
+    /// The word once it has ended, `upper` of its letters uppercase: written in capitals
+    /// when all of at least two are, and then not counted as capitalised.
+    fn finished(mut self, upper: u32) -> Word {
+        self.caps = self.letters >= 2 && upper == self.letters;
+        self.cap &= !self.caps;
+        self
+    }
+
     fn is(&self, s: &[u8]) -> bool {
         !self.odd && self.w.get(..self.len) == Some(s)
     }
@@ -1859,9 +1867,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             // What the general path below does for a space: it ends the words.
             inj.end();
             if any {
-                cur.caps = cur.letters >= 2 && upper == cur.letters;
-                cur.cap &= !cur.caps;
-                s.word(cur);
+                s.word(cur.finished(upper));
                 any = false;
                 start = false;
                 line = false;
@@ -1931,9 +1937,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             continue;
         }
         if any {
-            cur.caps = cur.letters >= 2 && upper == cur.letters;
-            cur.cap &= !cur.caps;
-            s.word(cur);
+            s.word(cur.finished(upper));
             any = false;
             start = false;
             line = false;
@@ -1959,9 +1963,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         line |= c == '\n';
     }
     if any {
-        cur.caps = cur.letters >= 2 && upper == cur.letters;
-        cur.cap &= !cur.caps;
-        s.word(cur);
+        s.word(cur.finished(upper));
     }
     (s.flags, inj.finish())
 }

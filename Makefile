@@ -159,7 +159,7 @@ bench: build
 	$(CARGO) run --release -p semroute-kernels --bin attention-bench
 	@echo "== filter: cost per body size, native, against a buffered serde_json baseline"
 	$(CARGO) run --release -p semroute-e2e --bin filter-bench
-	@echo "== filter inside Envoy, and router overhead end to end, against the same Envoy without the filter"
+	@echo "== filter inside Envoy, fairness beside large bodies, and router overhead end to end, against the same Envoy without the filter"
 	$(CARGO) build --release -p semroute-e2e --bins
 	target/release/router-bench
 

@@ -7,7 +7,10 @@
 //!    413; the request pauses.
 //! 2. each body chunk: only the new bytes are read and fed to the scanner
 //!    (bodies whose `content-length` is at most `limits.small_body_bytes` are
-//!    scanned in one pass at end of stream); invalid JSON gets 400.
+//!    scanned in one pass at end of stream); invalid JSON gets 400. At most
+//!    `limits.max_scan_bytes_per_callback` bytes are scanned per callback; the
+//!    rest is continued by [`HttpFilter::on_backlog`] from outside the stream's
+//!    callbacks.
 //! 3. as soon as the conversation has been read and `model` is known (or the
 //!    body ended), the prompt is compressed and `Classify` is dispatched,
 //!    while the rest of the body may still be arriving.
@@ -128,8 +131,20 @@ pub struct HttpFilter {
     phase: Phase,
     scanner: Scanner,
     extractor: Option<Extractor>,
+    /// Body bytes scanned so far.
     scanned: usize,
+    /// Body bytes the host reported buffered so far (`body_size` of the latest body
+    /// callback).
+    received: usize,
+    /// The host reported the end of the body (`end_of_stream`, or trailers).
+    received_end: bool,
+    /// Trailers arrived: the body is complete but its size was not reported with them.
+    trailers: bool,
+    /// Buffered bytes are waiting to be scanned: the latest step stopped at
+    /// `limits.max_scan_bytes_per_callback`.
+    backlog: bool,
     small_body: bool,
+    /// The whole body has been scanned (received to its end, and no backlog).
     end_of_stream: bool,
     content_length: Option<u64>,
     request_id: String,
@@ -179,6 +194,10 @@ impl HttpFilter {
             scanner: Scanner::new(depth),
             extractor: None,
             scanned: 0,
+            received: 0,
+            received_end: false,
+            trailers: false,
+            backlog: false,
             small_body: false,
             end_of_stream: false,
             content_length: None,
@@ -312,36 +331,88 @@ impl HttpFilter {
             Phase::Scanning => {}
         }
         let max = self.config.limits.max_body_bytes;
-        if body_size.is_some_and(|n| n as u64 > max) {
-            return self.reply(host, &ErrorResponse::too_large(max), "too-large");
+        match body_size {
+            Some(n) if n as u64 > max => {
+                return self.reply(host, &ErrorResponse::too_large(max), "too-large");
+            }
+            Some(n) if n > self.received => {
+                self.received = n;
+                self.last_data_at_us = Some(self.callback_start_us);
+            }
+            Some(_) => {}
+            None => self.trailers = true,
         }
-        self.end_of_stream = end_of_stream;
-        if self.small_body && !end_of_stream {
+        self.received_end |= end_of_stream;
+        if self.small_body && !self.received_end {
             return Action::Pause;
         }
-        let want = match body_size {
-            Some(n) => n.saturating_sub(self.scanned),
-            None => usize::try_from(max)
+        self.step(host)
+    }
+
+    /// Scans the next buffered bytes (at most `limits.max_scan_bytes_per_callback` of
+    /// them), dispatches `Classify` once its input is known, and applies a verdict once
+    /// possible. Returns `Continue` when the request may go on.
+    fn step<H: Host>(&mut self, host: &mut H) -> Action {
+        let max = self.config.limits.max_body_bytes;
+        let all = if self.trailers {
+            // Trailers do not report the body's size: read up to one byte past the limit.
+            usize::try_from(max)
                 .unwrap_or(usize::MAX)
                 .saturating_add(1)
-                .saturating_sub(self.scanned),
+                .saturating_sub(self.scanned)
+        } else {
+            self.received.saturating_sub(self.scanned)
+        };
+        let want = match self.config.limits.max_scan_bytes_per_callback {
+            0 => all,
+            bound => all.min(bound),
         };
         let chunk = if want > 0 {
             host.request_body(self.scanned, want).unwrap_or_default()
         } else {
             Vec::new()
         };
-        if !chunk.is_empty() {
-            self.last_data_at_us = Some(self.callback_start_us);
-        }
+        // Fewer bytes than asked for: the host has no more buffered.
+        self.backlog = want < all && chunk.len() == want;
         if (self.scanned + chunk.len()) as u64 > max {
             return self.reply(host, &ErrorResponse::too_large(max), "too-large");
         }
+        self.end_of_stream = self.received_end && !self.backlog;
         if let Err(e) = self.scan(host, &chunk) {
             return self.reply(host, &e, "invalid-request");
         }
         self.maybe_dispatch(host);
         self.progress(host, true)
+    }
+
+    /// Continues a backlog left by a body callback that reached
+    /// `limits.max_scan_bytes_per_callback`: one more bounded step. The host calls this
+    /// from outside the stream's own callbacks (proxy-wasm: the root context's tick, with
+    /// this stream as the effective context) while [`Self::has_backlog`] holds, and
+    /// resumes nothing itself: when the step completes the request, the filter calls
+    /// [`Host::resume_request`].
+    pub fn on_backlog<H: Host>(&mut self, host: &mut H) {
+        if !self.has_backlog() {
+            return;
+        }
+        self.enter(host);
+        if self.step(host) == Action::Continue {
+            host.resume_request();
+        }
+        self.leave(host);
+    }
+
+    /// True while buffered body bytes wait to be scanned (see [`Self::on_backlog`]).
+    pub fn has_backlog(&self) -> bool {
+        self.phase == Phase::Scanning && self.backlog
+    }
+
+    /// Token of the `Classify` call in flight, if any.
+    pub fn call_in_flight(&self) -> Option<u32> {
+        match self.call {
+            Call::InFlight { token, .. } => Some(token),
+            _ => None,
+        }
     }
 
     fn scan<H: Host>(&mut self, host: &H, chunk: &[u8]) -> Result<(), ErrorResponse> {

@@ -17,8 +17,9 @@
     )
 )]
 
-use std::cell::Cell;
-use std::rc::Rc;
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::{Rc, Weak};
 use std::time::{Duration, UNIX_EPOCH};
 
 use proxy_wasm::hostcalls;
@@ -33,11 +34,15 @@ use crate::prompt::TokenCalibration;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(SemrouteRoot { config: None, calibration: Rc::new(Cell::new(TokenCalibration::default())) }) });
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(SemrouteRoot::default()) });
 }}
+
+/// Period of the root context's tick while some stream has a scan backlog.
+const BACKLOG_TICK: Duration = Duration::from_millis(1);
 
 // proxy-wasm ABI constants.
 const BUFFER_HTTP_REQUEST_BODY: u32 = 0;
+const BUFFER_GRPC_RECEIVE: u32 = 5;
 const MAP_HTTP_REQUEST_HEADERS: u32 = 0;
 const MAP_HTTP_RESPONSE_HEADERS: u32 = 2;
 const STREAM_HTTP_REQUEST: u32 = 0;
@@ -171,12 +176,114 @@ fn set_header(map: u32, name: &str, value: &str) -> Result<(), HostError> {
     check("replace_header_map_value", s)
 }
 
+/// A stream's filter as the root context reaches it: the stream's context id and its
+/// filter, which the stream's context owns.
+type StreamRef = (u32, Weak<RefCell<HttpFilter>>);
+
+/// The streams of one worker whose work continues outside their own callbacks: those
+/// with a scan backlog (`limits.max_scan_bytes_per_callback`), and the `Classify` calls
+/// such a continuation dispatched, whose replies proxy-wasm delivers to the root context.
+///
+/// The root context continues one step per tick and returns to Envoy's event loop in
+/// between, so the worker's other events (other streams' data, replies, timers) run
+/// between two steps. A timer is what yields: work posted to the event loop (a shared
+/// queue's `on_queue_ready`) runs in the same loop iteration, before waiting I/O.
+#[derive(Default)]
+struct Backlogs {
+    /// Streams with a backlog, in the order they are served (one step per tick).
+    queue: VecDeque<StreamRef>,
+    /// `Classify` calls dispatched from the tick, by token.
+    calls: HashMap<u32, StreamRef>,
+    /// The tick is on.
+    ticking: bool,
+}
+
+impl Backlogs {
+    /// Queues stream `id` unless it is queued already, and turns the tick on.
+    fn enqueue(&mut self, id: u32, filter: &Rc<RefCell<HttpFilter>>) {
+        if !self.queue.iter().any(|(queued, _)| *queued == id) {
+            self.queue.push_back((id, Rc::downgrade(filter)));
+        }
+        if !self.ticking {
+            match hostcalls::set_tick_period(BACKLOG_TICK) {
+                Ok(()) => self.ticking = true,
+                Err(s) => log::warn!("semroute: cannot start the backlog tick: {s:?}"),
+            }
+        }
+    }
+}
+
+#[derive(Default)]
 struct SemrouteRoot {
     config: Option<Rc<FilterConfig>>,
     calibration: Rc<Cell<TokenCalibration>>,
+    backlogs: Rc<RefCell<Backlogs>>,
 }
 
-impl Context for SemrouteRoot {}
+impl Context for SemrouteRoot {
+    /// Replies to calls dispatched from the tick arrive here (proxy-wasm attributes a call
+    /// to the context that was active when it was made). The reply and its status are
+    /// read in this context, then handed to the stream's filter as its effective context.
+    fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
+        let entry = self.backlogs.borrow_mut().calls.remove(&token_id);
+        let Some((id, filter)) = entry else {
+            return;
+        };
+        let Some(filter) = filter.upgrade() else {
+            return;
+        };
+        let mut host = WasmHost {
+            grpc_reply: Some(GrpcReply {
+                body: get_buffer(BUFFER_GRPC_RECEIVE, 0, response_size)
+                    .ok()
+                    .flatten(),
+                status_message: grpc_status_message(),
+            }),
+        };
+        if hostcalls::set_effective_context(id).is_err() {
+            return;
+        }
+        let Ok(mut filter) = filter.try_borrow_mut() else {
+            return;
+        };
+        filter.on_grpc_response(&mut host, token_id, status_code, response_size);
+    }
+}
+
+impl SemrouteRoot {
+    /// One scan step for the stream at the head of the backlog queue, which goes to the
+    /// back while it has more; the tick stops when the queue is empty.
+    fn continue_backlog(&mut self) {
+        let next = self.backlogs.borrow_mut().queue.pop_front();
+        if let Some((id, weak)) = next {
+            if let Some(filter) = weak.upgrade() {
+                if hostcalls::set_effective_context(id).is_ok() {
+                    if let Ok(mut f) = filter.try_borrow_mut() {
+                        let before = f.call_in_flight();
+                        f.on_backlog(&mut WasmHost::default());
+                        let mut backlogs = self.backlogs.borrow_mut();
+                        match f.call_in_flight() {
+                            Some(token) if before != Some(token) => {
+                                backlogs.calls.insert(token, (id, Weak::clone(&weak)));
+                            }
+                            _ => {}
+                        }
+                        if f.has_backlog() {
+                            backlogs.queue.push_back((id, weak));
+                        }
+                    }
+                }
+            }
+        }
+        let mut backlogs = self.backlogs.borrow_mut();
+        if backlogs.queue.is_empty() && backlogs.ticking {
+            match hostcalls::set_tick_period(Duration::ZERO) {
+                Ok(()) => backlogs.ticking = false,
+                Err(s) => log::warn!("semroute: cannot stop the backlog tick: {s:?}"),
+            }
+        }
+    }
+}
 
 impl RootContext for SemrouteRoot {
     fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
@@ -213,24 +320,79 @@ impl RootContext for SemrouteRoot {
         }
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
         let config = self.config.clone()?;
         Some(Box::new(SemrouteHttp {
-            filter: HttpFilter::new(config, Rc::clone(&self.calibration)),
+            id: context_id,
+            filter: Rc::new(RefCell::new(HttpFilter::new(
+                config,
+                Rc::clone(&self.calibration),
+            ))),
+            backlogs: Rc::clone(&self.backlogs),
         }))
     }
 
+    fn on_tick(&mut self) {
+        self.continue_backlog();
+    }
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
     }
 }
 
 struct SemrouteHttp {
-    filter: HttpFilter,
+    /// This stream's context id.
+    id: u32,
+    /// Shared with the root context, which continues a scan backlog from its tick.
+    filter: Rc<RefCell<HttpFilter>>,
+    backlogs: Rc<RefCell<Backlogs>>,
 }
 
-/// [`Host`] over the proxy-wasm ABI for the stream whose callback runs.
-struct WasmHost;
+impl SemrouteHttp {
+    /// Runs `f` on the filter, then queues the stream for the tick if it left a backlog.
+    fn with_filter<T>(&mut self, f: impl FnOnce(&mut HttpFilter) -> T) -> Option<T> {
+        let Ok(mut filter) = self.filter.try_borrow_mut() else {
+            log::warn!("semroute: stream {} re-entered its filter", self.id);
+            return None;
+        };
+        let out = f(&mut filter);
+        if filter.has_backlog() {
+            self.backlogs.borrow_mut().enqueue(self.id, &self.filter);
+        }
+        Some(out)
+    }
+}
+
+/// A `Classify` reply read in the context it was delivered to.
+struct GrpcReply {
+    body: Option<Vec<u8>>,
+    status_message: Option<String>,
+}
+
+/// [`Host`] over the proxy-wasm ABI for the stream that is the effective context.
+#[derive(Default)]
+struct WasmHost {
+    /// A reply delivered to the root context, read there before the stream became the
+    /// effective context; `None`: read the reply from the current context.
+    grpc_reply: Option<GrpcReply>,
+}
+
+/// The gRPC status message of the current callback, read as bytes (the SDK's accessor
+/// panics on a message that is not UTF-8).
+fn grpc_status_message() -> Option<String> {
+    let mut code: u32 = 0;
+    let mut data: *mut u8 = std::ptr::null_mut();
+    let mut size: usize = 0;
+    // SAFETY: as in `get_buffer`, the host hands over a buffer it allocated through
+    // this module's allocator, `size` bytes long.
+    let status = unsafe { proxy_get_status(&mut code, &mut data, &mut size) };
+    if status != STATUS_OK || data.is_null() {
+        return None;
+    }
+    // SAFETY: see above; capacity equals the allocated size.
+    let bytes = unsafe { Vec::from_raw_parts(data, size, size) };
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
 
 impl Host for WasmHost {
     fn request_header(&self, name: &str) -> Option<String> {
@@ -315,24 +477,17 @@ impl Host for WasmHost {
     }
 
     fn grpc_response_body(&self, len: usize) -> Option<Vec<u8>> {
-        // Buffer type 5: the gRPC receive buffer.
-        get_buffer(5, 0, len).ok().flatten()
+        match &self.grpc_reply {
+            Some(reply) => reply.body.clone(),
+            None => get_buffer(BUFFER_GRPC_RECEIVE, 0, len).ok().flatten(),
+        }
     }
 
     fn grpc_status_message(&self) -> Option<String> {
-        // The SDK's accessor panics on a message that is not UTF-8: read it as bytes.
-        let mut code: u32 = 0;
-        let mut data: *mut u8 = std::ptr::null_mut();
-        let mut size: usize = 0;
-        // SAFETY: as in `get_buffer`, the host hands over a buffer it allocated through
-        // this module's allocator, `size` bytes long.
-        let status = unsafe { proxy_get_status(&mut code, &mut data, &mut size) };
-        if status != STATUS_OK || data.is_null() {
-            return None;
+        match &self.grpc_reply {
+            Some(reply) => reply.status_message.clone(),
+            None => grpc_status_message(),
         }
-        // SAFETY: see above; capacity equals the allocated size.
-        let bytes = unsafe { Vec::from_raw_parts(data, size, size) };
-        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
@@ -376,25 +531,31 @@ fn to_wasm(a: Action) -> WasmAction {
 
 impl Context for SemrouteHttp {
     fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
-        self.filter
-            .on_grpc_response(&mut WasmHost, token_id, status_code, response_size);
+        self.with_filter(|f| {
+            f.on_grpc_response(
+                &mut WasmHost::default(),
+                token_id,
+                status_code,
+                response_size,
+            )
+        });
     }
 }
 
 impl HttpContext for SemrouteHttp {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> WasmAction {
-        to_wasm(self.filter.on_request_headers(&mut WasmHost, end_of_stream))
+        self.with_filter(|f| f.on_request_headers(&mut WasmHost::default(), end_of_stream))
+            .map_or(WasmAction::Pause, to_wasm)
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> WasmAction {
-        to_wasm(
-            self.filter
-                .on_request_body(&mut WasmHost, body_size, end_of_stream),
-        )
+        self.with_filter(|f| f.on_request_body(&mut WasmHost::default(), body_size, end_of_stream))
+            .map_or(WasmAction::Pause, to_wasm)
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> WasmAction {
-        to_wasm(self.filter.on_request_trailers(&mut WasmHost))
+        self.with_filter(|f| f.on_request_trailers(&mut WasmHost::default()))
+            .map_or(WasmAction::Pause, to_wasm)
     }
 
     fn on_http_response_headers(
@@ -402,6 +563,7 @@ impl HttpContext for SemrouteHttp {
         _num_headers: usize,
         _end_of_stream: bool,
     ) -> WasmAction {
-        to_wasm(self.filter.on_response_headers(&mut WasmHost))
+        self.with_filter(|f| f.on_response_headers(&mut WasmHost::default()))
+            .map_or(WasmAction::Continue, to_wasm)
     }
 }

@@ -736,7 +736,20 @@ fn run_split(
     body: &[u8],
     splits: &[usize],
 ) -> (Option<ClassifyRequest>, Vec<u8>, Option<u16>) {
-    let mut f = filter(r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576}}"#);
+    run_split_bounded(path, body, splits, 0)
+}
+
+/// [`run_split`] with `limits.max_scan_bytes_per_callback` = `bound`: backlogs are
+/// continued (as the root context's tick does) until none is left.
+fn run_split_bounded(
+    path: &str,
+    body: &[u8],
+    splits: &[usize],
+    bound: usize,
+) -> (Option<ClassifyRequest>, Vec<u8>, Option<u16>) {
+    let mut f = filter(&format!(
+        r#"{{"limits": {{"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": {bound}}}}}"#
+    ));
     let mut h = MockHost::new("POST", path, &[]);
     f.on_request_headers(&mut h, false);
     let mut cuts: Vec<usize> = splits
@@ -752,6 +765,9 @@ fn run_split(
         h.body.extend_from_slice(&body[prev..c]);
         prev = c;
         body_now(&mut f, &mut h, c == body.len());
+        while f.has_backlog() && h.sent.is_none() {
+            f.on_backlog(&mut h);
+        }
         if h.sent.is_some() {
             break;
         }
@@ -792,6 +808,16 @@ fn eval_requests_give_the_same_decision_input_under_any_chunking() {
                 run_split(path, &body, &odd),
                 whole,
                 "{name}: 53-byte chunks"
+            );
+            assert_eq!(
+                run_split_bounded(path, &body, &[], 1024),
+                whole,
+                "{name}: one chunk scanned 1 KiB per step"
+            );
+            assert_eq!(
+                run_split_bounded(path, &body, &odd, 1024),
+                whole,
+                "{name}: 53-byte chunks, at most 1 KiB per step"
             );
             // The forwarded body is valid JSON with only `model` changed.
             assert_eq!(whole.2, None, "{name}: local reply");
@@ -843,4 +869,134 @@ fn path_variants_an_upstream_reads_as_the_api_are_classified() {
     let mut f = filter("");
     let mut h = MockHost::new("POST", "/v1/chat/completions2", &[]);
     assert_eq!(f.on_request_headers(&mut h, false), Action::Continue);
+}
+
+/// A body of about `kib` KiB: a long user turn of prose, then the question.
+fn long_turn(kib: usize) -> String {
+    let prose = "The committee reviewed the quarterly figures and noted steady growth. ";
+    let text = prose.repeat(kib * 1024 / prose.len()) + "What is the derivative of x^3 + 2x?";
+    json!({"model": "auto", "messages": [{"role": "user", "content": text}]}).to_string()
+}
+
+#[test]
+fn a_large_chunk_is_scanned_in_bounded_steps() {
+    let body = long_turn(40);
+    let cfg = r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": 4096}}"#;
+    let mut f = filter(cfg);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.clone().into_bytes();
+    // The whole body in one callback: one step is scanned, the rest is a backlog.
+    assert_eq!(body_now(&mut f, &mut h, true), Action::Pause);
+    assert!(f.has_backlog());
+    assert_eq!(*h.reads.borrow(), vec![(0, 4096)]);
+    assert!(
+        h.calls.is_empty(),
+        "nothing dispatched before the text is read"
+    );
+    let mut steps = 1;
+    while f.has_backlog() {
+        f.on_backlog(&mut h);
+        steps += 1;
+        assert!(steps < 100, "the backlog does not shrink");
+    }
+    assert_eq!(steps, body.len().div_ceil(4096));
+    let reads = h.reads.borrow().clone();
+    assert!(reads.iter().all(|(a, b)| b - a <= 4096), "{reads:?}");
+    assert_eq!(reads.last().map(|r| r.1), Some(body.len()));
+    // The same Classify request as a filter that scans the chunk at once.
+    let (unbounded, _, _) = run_split("/v1/chat/completions", body.as_bytes(), &[]);
+    assert_eq!(h.calls.len(), 1);
+    assert_eq!(Some(&h.calls[0].1), unbounded.as_ref());
+    // The backlog is done: the reply resumes the request.
+    h.reply = Some(reply("math", 0.01, &[]));
+    f.on_grpc_response(&mut h, 1, 0, 10);
+    assert_eq!(h.resumed, 1);
+    assert_eq!(h.header("x-semroute-model"), Some("math-model"));
+    assert_eq!(h.body_json()["model"], "math-model");
+}
+
+#[test]
+fn a_reply_before_the_backlog_is_scanned_waits_for_it() {
+    // The messages close early; the rest of the body (a long tool list) is a backlog.
+    let tools: Vec<Value> = (0..400)
+        .map(|i| json!({"type": "function", "function": {"name": format!("tool_{i}"), "description": "looks things up in the archive"}}))
+        .collect();
+    let body = json!({"messages": [{"role": "user", "content": "What is the derivative of x^3 + 2x?"}], "model": "auto", "tools": tools}).to_string();
+    let cfg = r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": 1024}}"#;
+    let mut f = filter(cfg);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.clone().into_bytes();
+    assert_eq!(body_now(&mut f, &mut h, true), Action::Pause);
+    assert_eq!(h.calls.len(), 1, "dispatched in the first step");
+    assert!(f.has_backlog());
+    h.reply = Some(reply("math", 0.01, &[]));
+    f.on_grpc_response(&mut h, 1, 0, 10);
+    assert_eq!(h.resumed, 0, "not resumed before the body is scanned");
+    while f.has_backlog() {
+        f.on_backlog(&mut h);
+    }
+    assert_eq!(h.resumed, 1, "resumed by the step that ends the body");
+    assert_eq!(h.header("x-semroute-model"), Some("math-model"));
+    let mut expected: Value = serde_json::from_str(&body).unwrap();
+    expected["model"] = json!("math-model");
+    assert_eq!(h.body_json(), expected);
+    // A jailbreak verdict does not wait for the backlog.
+    let mut f = filter(cfg);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.into_bytes();
+    body_now(&mut f, &mut h, true);
+    h.reply = Some(reply("math", 0.99, &[]));
+    f.on_grpc_response(&mut h, 1, 0, 10);
+    assert_eq!(h.sent_status(), Some(403));
+    assert!(!f.has_backlog(), "a replied stream has no backlog");
+}
+
+#[test]
+fn errors_and_trailers_in_a_backlog() {
+    let cfg = r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": 1024}}"#;
+    // Invalid JSON past the first step: 400 from a later step.
+    let body = long_turn(8).replace(r#""}],"model""#, r#""},],"model""#);
+    assert!(body.contains(",],"));
+    let mut f = filter(cfg);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.into_bytes();
+    body_now(&mut f, &mut h, true);
+    assert!(f.has_backlog());
+    while f.has_backlog() {
+        f.on_backlog(&mut h);
+    }
+    assert_eq!(h.sent_status(), Some(400));
+    assert_eq!(h.sent_json()["error"]["code"], "invalid_json");
+    assert!(h.calls.is_empty());
+    // The body ends with trailers: the backlog is read to its end.
+    let body = long_turn(8);
+    let mut f = filter(cfg);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.clone().into_bytes();
+    body_now(&mut f, &mut h, false);
+    assert!(f.has_backlog());
+    f.on_request_trailers(&mut h);
+    while f.has_backlog() {
+        f.on_backlog(&mut h);
+    }
+    let (unbounded, _, _) = run_split("/v1/chat/completions", body.as_bytes(), &[]);
+    assert_eq!(h.calls.first().map(|c| &c.1), unbounded.as_ref());
+    h.reply = Some(reply("math", 0.01, &[]));
+    f.on_grpc_response(&mut h, 1, 0, 10);
+    assert_eq!(h.resumed, 1);
+    // No bound (0): a callback scans all it is handed.
+    let mut f = filter(
+        r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": 0}}"#,
+    );
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = long_turn(40).into_bytes();
+    body_now(&mut f, &mut h, true);
+    assert!(!f.has_backlog());
+    assert_eq!(h.calls.len(), 1);
 }

@@ -53,6 +53,10 @@ async fn router_end_to_end() {
     // a loaded machine (classification normally takes tens of ms).
     let mut config = semroute_e2e::default_filter_config().expect("envoy.yaml");
     config["daemon"]["timeout_ms"] = json!(DAEMON_TIMEOUT_MS);
+    // Most 4 KiB per callback (128 KiB in envoy.yaml): every body over that, in this
+    // suite, is scanned in steps continued from the root context's tick, some of which
+    // dispatch Classify there (its reply then reaches the stream through the root).
+    config["limits"]["max_scan_bytes_per_callback"] = json!(4096);
     let mut router = start(RouterOptions {
         daemon: true,
         filter_config: Some(config),
@@ -67,6 +71,7 @@ async fn router_end_to_end() {
     named_model_passes_through(&router).await;
     streaming_arrives_intact(&router).await;
     slow_chunked_upload(&router).await;
+    large_turn_in_one_write(&router).await;
     dispatch_before_last_chunk(&router).await;
     malformed_json_gets_400(&router).await;
     eval_requests_get_well_formed_replies(&router).await;
@@ -220,6 +225,28 @@ async fn slow_chunked_upload(router: &Router) {
     .await;
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
     assert_eq!(served_by(&r), "math-model");
+    let received = r.report()["received_body"]
+        .as_str()
+        .expect("echo")
+        .to_string();
+    assert_eq!(
+        received,
+        body.replace("\"model\":\"auto\"", "\"model\":\"math-model\"")
+    );
+}
+
+/// A long user turn written at once (Envoy hands the filter far more than its 4 KiB
+/// per callback): scanned in steps from the tick, with the question at its end, so
+/// `Classify` is dispatched from the tick and its reply reaches the stream through the
+/// root context; routed and spliced as a body scanned at once is.
+async fn large_turn_in_one_write(router: &Router) {
+    let prose = "We differentiate each polynomial term with the power rule and add the results. ";
+    let text = format!("{}{MATH}", prose.repeat(200 * 1024 / prose.len()));
+    let body =
+        json!({"model": "auto", "messages": [{"role": "user", "content": text}]}).to_string();
+    let r = post(router, "/v1/chat/completions", body.clone(), &[]).await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(served_by(&r), "math-model", "{}", r.report()["headers"]);
     let received = r.report()["received_body"]
         .as_str()
         .expect("echo")

@@ -260,6 +260,11 @@ fn run_filter(
         }
         let buffered = host.body.len();
         f.on_request_body(&mut host, buffered, eos);
+        // A chunk over `limits.max_scan_bytes_per_callback` leaves a backlog, which Envoy
+        // continues from the root context's tick.
+        while f.has_backlog() {
+            f.on_backlog(&mut host);
+        }
         cpu += t.elapsed();
     }
     let (Some(dispatched), Some(last)) = (host.dispatched, last_start) else {

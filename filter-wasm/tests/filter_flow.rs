@@ -1000,3 +1000,24 @@ fn errors_and_trailers_in_a_backlog() {
     assert!(!f.has_backlog());
     assert_eq!(h.calls.len(), 1);
 }
+
+#[test]
+fn a_long_last_content_part_does_not_crowd_out_earlier_flagged_text() {
+    // A card number in the first part, a long second part: the card's sentence is kept
+    // in the text classified, and so is the end of the last part.
+    let filler = "Photosynthesis converts light energy into chemical energy in plants. ".repeat(50);
+    let body = json!({"model": "auto", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "my card is 4111 1111 1111 1111, can you check my order?"},
+        {"type": "text", "text": format!("{filler}Which pigment absorbs the light?")}
+    ]}]})
+    .to_string();
+    let mut f = filter(r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576}}"#);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.into_bytes();
+    body_now(&mut f, &mut h, true);
+    let text = String::from_utf8_lossy(&h.calls[0].1.text).into_owned();
+    assert!(text.contains("4111 1111 1111 1111"), "{text}");
+    assert!(text.ends_with("Which pigment absorbs the light?"), "{text}");
+    assert!(text.len() < 4096, "{} bytes sent", text.len());
+}

@@ -7,7 +7,7 @@
 //! TF-IDF and novelty, each input cut to about 512 tokens. It fixes the paper's known
 //! weakness (compression changed many jailbreak decisions, so the paper exempted jailbreak
 //! and PII from it) by never dropping the sentences that cheap risk detectors flag
-//! ([`risk`]) nor the pinned segments (the final user question).
+//! ([`risk`]) nor the end of the pinned segments (the final user question).
 //!
 //! Pipeline, per request:
 //!
@@ -18,9 +18,10 @@
 //!    updated) and its risk flags. [`PromptBuilder::end_segment`] closes one message or
 //!    content part.
 //! 2. [`PromptBuilder::finish`] (or [`PromptBuilder::compress`] for more than one budget)
-//!    returns the text unchanged when it fits; otherwise it keeps the pinned segments, then
-//!    the risk-flagged sentences, then fills the rest of the budget by score (see `rank`),
-//!    and joins the kept sentences in their original order.
+//!    returns the text unchanged when it fits; otherwise it keeps the end of the pinned
+//!    segments (at most half the budget, the last sentence always), then the risk-flagged
+//!    sentences, then fills the rest of the budget by score (see `rank`), and joins the
+//!    kept sentences in their original order.
 //!
 //! Budgets are in the daemon's encoder tokens (BERT WordPiece, MiniLM uncased), estimated
 //! without the tokenizer (see `text`); a ratio learned from the daemon's reported
@@ -57,6 +58,13 @@ use text::PreHashedBuild;
 /// Default token budget: the encoder window of BERT-class models (MiniLM, ModernBERT
 /// classifiers as used by the paper).
 pub const DEFAULT_BUDGET_TOKENS: u32 = 512;
+
+/// The end of the pinned segments may use at most 1 / `PINNED_SHARE` of the text budget
+/// (their last sentences are kept even beyond it); the rest is left to the risk-flagged
+/// sentences and the ranking. A content part or message of any length may be the final
+/// one: kept whole, a long one would leave the risk-flagged sentences of the rest of the
+/// prompt no room.
+pub const PINNED_SHARE: u64 = 2;
 
 /// A named set of scoring weights and position-curve parameters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -170,7 +178,7 @@ pub struct CompressionConfig {
     /// fit are kept most severe kind first and the rest reported as dropped.
     pub keep_risk_flagged: bool,
     /// Tokens that risk-flagged sentences may use beyond the budget (default 0: the budget
-    /// is a hard cap for everything but pinned segments).
+    /// is a hard cap for everything but the last sentence of a pinned segment).
     pub risk_overflow_tokens: u32,
     /// Estimated tokens of surrounding text kept on each side of a sentence with an
     /// injection cue ([`RiskFlags::INJECTION`]; a weak [`RiskFlags::FRAMING`] cue gets none),
@@ -521,8 +529,8 @@ pub struct Compressed {
     pub finish_us: u64,
     /// Text budget used: the budget minus the reserved tokens.
     pub budget_tokens: u32,
-    /// True when `kept_tokens` exceeds `budget_tokens`: the pinned segments alone do not
-    /// fit (they are kept in full anyway), or risk-flagged sentences used
+    /// True when `kept_tokens` exceeds `budget_tokens`: the last sentences of the pinned
+    /// segments alone do not fit (they are kept anyway), or risk-flagged sentences used
     /// `risk_overflow_tokens`.
     pub overflow: bool,
     /// Sentences in the original text.
@@ -718,8 +726,10 @@ impl PromptBuilder {
     /// Compresses to `budget_tokens` (special tokens included, like
     /// [`CompressionConfig::budget_tokens`]). Can be called more than once, for different
     /// budgets. An open segment is ended first. `pinned_segments` are indices of ended
-    /// segments kept in full (unknown indices are ignored); if they alone exceed the budget
-    /// the result reports `overflow` and holds only them.
+    /// segments whose end is kept whatever its score (unknown indices are ignored): the
+    /// last sentence of each, and the sentences before it while they fit in half the
+    /// budget ([`PINNED_SHARE`]); the rest of such a segment is ranked like any other
+    /// text. If the last sentences alone exceed the budget, the result reports `overflow`.
     pub fn compress(&mut self, pinned_segments: &[usize], budget_tokens: u32) -> Compressed {
         let t0 = (self.clock)();
         if self.open_dirty {
@@ -885,6 +895,32 @@ impl PromptBuilder {
     }
 
     /// The selection; also returns the kept sentence indices (for tests).
+    /// The sentences of the pinned segments kept whatever their score, ascending: of each
+    /// segment (the latest first) its last sentence, and the ones before it while all of
+    /// them fit in [`PINNED_SHARE`] of `budget_centi`. A long final part (a document sent
+    /// as the last content part) is otherwise ranked like the rest, so it cannot crowd the
+    /// risk-flagged sentences out of the budget, nor make the text sent unbounded.
+    pub(crate) fn pinned_sentences(&self, pinned: &[usize], budget_centi: u64) -> Vec<usize> {
+        let cap = budget_centi / PINNED_SHARE;
+        let mut segments: Vec<usize> = pinned.to_vec();
+        segments.sort_unstable();
+        segments.dedup();
+        let mut out = Vec::new();
+        let mut used = 0u64;
+        for seg in segments.iter().rev().filter_map(|&p| self.segments.get(p)) {
+            for (k, i) in seg.sentences.clone().rev().enumerate() {
+                let c = self.sentences.get(i).map_or(0, |s| u64::from(s.centi));
+                if k > 0 && used + c > cap {
+                    break;
+                }
+                used += c;
+                out.push(i);
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
     fn select(&self, pinned: &[usize], budget_tokens: u32) -> (Compressed, Vec<usize>) {
         let ratio = self.ratio;
         let text_budget = budget_tokens.saturating_sub(self.cfg.reserved_tokens);
@@ -927,18 +963,10 @@ impl PromptBuilder {
 
         let mut sel = vec![false; n];
         let mut used: u64 = 0;
-        for &p in pinned {
-            let Some(seg) = self.segments.get(p) else {
-                continue;
-            };
-            let r = seg.sentences.clone();
-            if let (Some(flags), Some(sents)) = (sel.get_mut(r.clone()), self.sentences.get(r)) {
-                for (f, s) in flags.iter_mut().zip(sents) {
-                    if !*f {
-                        *f = true;
-                        used += u64::from(s.centi);
-                    }
-                }
+        for i in self.pinned_sentences(pinned, budget_centi) {
+            if let (Some(f), Some(s)) = (sel.get_mut(i), self.sentences.get(i)) {
+                *f = true;
+                used += u64::from(s.centi);
             }
         }
 

@@ -197,6 +197,9 @@ pub struct Extractor {
     token_ratio: Option<f32>,
     max_scan_text: usize,
     stack: Vec<Ctx>,
+    /// Per open container (parallel to `stack`): the keys read so far that the router
+    /// reads, as bits of [`read_key_bit`], so that a second copy is refused.
+    read_keys: Vec<u16>,
     slot: Slot,
     target: StrTarget,
     model_buf: String,
@@ -275,6 +278,7 @@ impl Extractor {
             token_ratio: None,
             max_scan_text,
             stack: Vec::new(),
+            read_keys: Vec::new(),
             slot: Slot::Ignore,
             target: StrTarget::None,
             model_buf: String::new(),
@@ -495,6 +499,7 @@ impl Extractor {
             self.begin_message();
         }
         self.stack.push(ctx);
+        self.read_keys.push(0);
     }
 
     /// Context for a container value starting now.
@@ -575,6 +580,17 @@ impl Extractor {
 
     fn key(&mut self, name: Option<&str>) -> Result<(), ExtractError> {
         let name = name.unwrap_or("");
+        // A key the router reads inside a message or part, given twice: upstream parsers
+        // differ on which copy wins (most keep the last), so the text classified could
+        // differ from the text the model reads.
+        if let (Some(&ctx), Some(seen)) = (self.stack.last(), self.read_keys.last_mut()) {
+            if let Some((bit, key)) = read_key_bit(ctx, name, self.api) {
+                if *seen & bit != 0 {
+                    return Err(ExtractError::DuplicateKey(key));
+                }
+                *seen |= bit;
+            }
+        }
         self.slot = match self.stack.last() {
             Some(Ctx::Root) => match (name, self.api) {
                 ("model", _) => {
@@ -712,6 +728,26 @@ impl Extractor {
     }
 }
 
+/// The bit and name of key `name` of a message or content part if the router reads its
+/// value (`role` has its own check, with its own message).
+fn read_key_bit(ctx: Ctx, name: &str, api: Api) -> Option<(u16, &'static str)> {
+    let responses = api == Api::Responses;
+    Some(match (ctx, name) {
+        (Ctx::Message, "type") => (1, "type"),
+        (Ctx::Message, "content") => (1 << 1, "content"),
+        (Ctx::Message, "output") => (1 << 2, "output"),
+        (Ctx::Message, "summary") if responses => (1 << 3, "summary"),
+        (Ctx::Message, "outputs") if responses => (1 << 4, "outputs"),
+        (Ctx::Message, "results") if responses => (1 << 5, "results"),
+        (Ctx::Message, "text") if responses => (1 << 6, "text"),
+        (Ctx::Part, "text") => (1 << 7, "text"),
+        (Ctx::Part, "stdout") if responses => (1 << 8, "stdout"),
+        (Ctx::Part, "stderr") if responses => (1 << 9, "stderr"),
+        (Ctx::Part, "logs") if responses => (1 << 10, "logs"),
+        _ => return None,
+    })
+}
+
 impl Sink for Extractor {
     type Error = ExtractError;
 
@@ -726,6 +762,7 @@ impl Sink for Extractor {
                 self.open(ctx);
             }
             Event::ObjectEnd { .. } | Event::ArrayEnd { .. } => {
+                self.read_keys.pop();
                 match self.stack.pop() {
                     Some(Ctx::Message) => self.end_message()?,
                     Some(Ctx::Conversation) => self.out.texts_complete = true,

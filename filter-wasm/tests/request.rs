@@ -594,3 +594,43 @@ fn shapes_the_router_would_not_read_are_refused_or_read() {
     let v: Value = serde_json::from_slice(body).unwrap();
     assert_eq!(reference(resp, &v).1, ex.scan_text);
 }
+
+#[test]
+fn keys_read_twice_in_a_message_or_part_are_refused() {
+    let chat = Api::ChatCompletions;
+    let resp = Api::Responses;
+    let dup = |api, body: &str, key: &str| match extract(api, body.as_bytes(), &[]) {
+        Err(FeedError::Sink(ExtractError::DuplicateKey(k))) => assert_eq!(k, key, "{body}"),
+        other => panic!("{body}: {other:?}"),
+    };
+    // Most upstream parsers keep the last copy: the model would read text the router
+    // classified only diluted by the first.
+    dup(
+        chat,
+        r#"{"messages":[{"role":"user","content":"help me","content":"other"}]}"#,
+        "content",
+    );
+    dup(
+        chat,
+        r#"{"messages":[{"role":"user","c\u006fntent":"help me","content":"other"}]}"#,
+        "content",
+    );
+    dup(
+        chat,
+        r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}]}"#,
+        "text",
+    );
+    dup(
+        resp,
+        r#"{"input":[{"type":"input_text","text":"a","text":"b"}]}"#,
+        "text",
+    );
+    dup(
+        resp,
+        r#"{"input":[{"type":"function_call_output","call_id":"c","output":"a","output":"b"}]}"#,
+        "output",
+    );
+    // The same keys once per object, in different objects, are fine.
+    let ok = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":"c"}]}"#;
+    assert!(extract(chat, ok.as_bytes(), &[]).is_ok());
+}

@@ -105,11 +105,14 @@ def run_jsonl(cmd, rows, **kw):
         path = f.name
     try:
         with open(path, encoding="utf-8") as stdin:
-            out = subprocess.run(cmd, stdin=stdin, check=True, capture_output=True, text=True, cwd=ROOT, **kw).stdout
+            done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, cwd=ROOT, **kw)
     finally:
         os.remove(path)
-    lines = out.splitlines()
-    assert len(lines) == len(rows), (len(lines), len(rows))
+    lines = done.stdout.splitlines()
+    # `classify` exits with 1 when some input got an `{"error": ...}` line; every input is
+    # still answered on its own line.
+    if done.returncode not in (0, 1) or len(lines) != len(rows):
+        raise RuntimeError(f"{cmd[0]} failed ({done.returncode}, {len(lines)} of {len(rows)} lines): {done.stderr[-2000:]}")
     return [json.loads(l) for l in lines]
 
 

@@ -224,6 +224,32 @@ impl Engine {
             Some(dir) => Some(HfClassifier::load(dir, &config.runtime)?),
             None => None,
         };
+        // A window longer than a model's position table fails every long input at run time
+        // (and the filter would fail open on each): refuse it at load.
+        let mut positions: Vec<(&str, usize)> = Vec::new();
+        if let Some(e) = &encoder {
+            positions.push((&e.name, e.max_positions));
+        }
+        for model in [&domain, &jailbreak] {
+            if let SequenceModel::Classifier(c) = model {
+                positions.push((&c.name, c.max_positions));
+            }
+        }
+        if let Some(p) = &pii_model {
+            positions.push((&p.name, p.max_positions));
+        }
+        if let Some((name, max)) = positions
+            .iter()
+            .find(|(_, max)| config.limits.max_seq_len > *max)
+        {
+            return Err(ModelError::Invalid {
+                path: "limits.max_seq_len".into(),
+                message: format!(
+                    "{} tokens is above the {max} positions of model {name}",
+                    config.limits.max_seq_len
+                ),
+            });
+        }
         let mut names = ModelNames::default();
         let enc_name = encoder.as_ref().map(|e| e.name.clone()).unwrap_or_default();
         for (signal, model) in [("domain", &domain), ("jailbreak", &jailbreak)] {

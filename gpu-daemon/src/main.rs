@@ -279,6 +279,7 @@ fn classify(
     let mut engine = load_engine(&config)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let mut failed = 0usize;
     let mut run = |line: Result<InputLine, String>| -> anyhow::Result<()> {
         let v = match line {
             Err(e) => json!({ "error": e }),
@@ -304,27 +305,36 @@ fn classify(
                 }
             }
         };
+        if v.get("error").is_some() {
+            failed += 1;
+        }
         writeln!(out, "{v}")?;
         Ok(())
     };
     if let Some(t) = text {
-        return run(Ok(InputLine {
+        run(Ok(InputLine {
             text: t,
             scan_text: String::new(),
-        }));
-    }
-    let reader: Box<dyn BufRead> = match input {
-        Some(p) => Box::new(std::io::BufReader::new(
-            std::fs::File::open(&p).with_context(|| format!("opening {}", p.display()))?,
-        )),
-        None => Box::new(std::io::stdin().lock()),
-    };
-    for (n, line) in reader.lines().enumerate() {
-        let line = line.with_context(|| format!("reading line {}", n + 1))?;
-        if line.trim().is_empty() {
-            continue;
+        }))?;
+    } else {
+        let reader: Box<dyn BufRead> = match input {
+            Some(p) => Box::new(std::io::BufReader::new(
+                std::fs::File::open(&p).with_context(|| format!("opening {}", p.display()))?,
+            )),
+            None => Box::new(std::io::stdin().lock()),
+        };
+        for (n, line) in reader.lines().enumerate() {
+            let line = line.with_context(|| format!("reading line {}", n + 1))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            run(serde_json::from_str::<InputLine>(&line)
+                .map_err(|e| format!("line {}: {e}", n + 1)))?;
         }
-        run(serde_json::from_str::<InputLine>(&line).map_err(|e| format!("line {}: {e}", n + 1)))?;
+    }
+    if failed > 0 {
+        // Each failure is on its line of the output; the exit status says there were some.
+        anyhow::bail!("{failed} input(s) could not be classified");
     }
     Ok(())
 }

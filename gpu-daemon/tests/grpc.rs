@@ -375,6 +375,39 @@ fn invalid_config_exits_non_zero_naming_the_field() {
 }
 
 #[test]
+fn a_window_longer_than_a_model_accepts_is_refused_at_load() {
+    let root = workspace_root();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("long.toml");
+    std::fs::write(&cfg, "[limits]\nmax_seq_len = 1024\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
+        .args([
+            "classify",
+            "--signals",
+            "domain",
+            "--text",
+            "hello",
+            "--config",
+        ])
+        .arg(&cfg)
+        .env(
+            "ORT_DYLIB_PATH",
+            std::env::var_os("ORT_DYLIB_PATH")
+                .map(PathBuf::from)
+                .unwrap_or(root.join("build/onnxruntime/libonnxruntime.so")),
+        )
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("limits.max_seq_len") && err.contains("512 positions"),
+        "{err}"
+    );
+}
+
+#[test]
 fn classify_cli_prints_one_json_line_per_input() {
     let root = workspace_root();
     let ort = root.join("build/onnxruntime/libonnxruntime.so");
@@ -400,7 +433,8 @@ fn classify_cli_prints_one_json_line_per_input() {
         writeln!(stdin, r#"{{"text": "call me at (555) 123-4567"}}"#).unwrap();
     }
     let out = child.wait_with_output().unwrap();
-    assert!(out.status.success());
+    // Every line is answered; the exit status says one could not be classified.
+    assert_eq!(out.status.code(), Some(1));
     let lines: Vec<serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()

@@ -24,6 +24,15 @@ pub struct SentenceEncoder {
     pub provider: ActiveProvider,
     /// Model name for responses and logs.
     pub name: String,
+    /// Largest sequence the model accepts, special tokens included: `max_position_embeddings`
+    /// of `config.json` when the directory has one, else 512 (BERT).
+    pub max_positions: usize,
+}
+
+/// `max_position_embeddings` of a Hugging Face `config.json`, when present.
+#[derive(serde::Deserialize)]
+struct EncoderConfig {
+    max_position_embeddings: Option<usize>,
 }
 
 impl SentenceEncoder {
@@ -52,12 +61,24 @@ impl SentenceEncoder {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "encoder".into());
+        let config_path = dir.join("config.json");
+        let max_positions = match std::fs::read(&config_path) {
+            Ok(bytes) => serde_json::from_slice::<EncoderConfig>(&bytes)
+                .map_err(|e| ModelError::Invalid {
+                    path: config_path,
+                    message: e.to_string(),
+                })?
+                .max_position_embeddings
+                .unwrap_or(512),
+            Err(_) => 512,
+        };
         Ok(Self {
             session,
             tokenizer,
             hidden,
             provider,
             name,
+            max_positions,
         })
     }
 

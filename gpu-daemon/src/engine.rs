@@ -7,6 +7,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
+use crate::confusable::latin_reading;
 use crate::invisible::{blank_invisible, spaced_readings};
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::{softmax, LinearHead};
@@ -360,8 +361,8 @@ impl Engine {
                         (Part::Text, &input.text),
                         (Part::ScanText, &input.scan_text),
                     ] {
-                        for spaced in spaced_readings(text) {
-                            let tok = encoder.tokenizer.tokenize(&spaced)?;
+                        for reading in jailbreak_readings(text) {
+                            let tok = encoder.tokenizer.tokenize(&reading)?;
                             parts.push((part, text, tok, true));
                         }
                     }
@@ -462,12 +463,13 @@ impl Engine {
                         ]
                     };
                 if !is_domain {
-                    // The jailbreak also scores each text's spaced readings (invisible
-                    // characters as spaces, offsets unchanged), where there are any.
+                    // The jailbreak also scores each text's other readings (invisible
+                    // characters as spaces, look-alike letters as Latin; offsets
+                    // unchanged), where there are any.
                     let spaced: Vec<(Part, Cow<'_, str>)> = texts
                         .iter()
                         .flat_map(|(part, t)| {
-                            spaced_readings(t)
+                            jailbreak_readings(t)
                                 .into_iter()
                                 .map(|s| (*part, Cow::Owned(s)))
                         })
@@ -743,6 +745,20 @@ fn domain_output(labels: &[String], probs: Vec<f32>) -> DomainOutput {
 }
 
 /// Byte span of token range `w` (empty range: an empty span at 0).
+/// The readings of `text` the jailbreak signal scores besides the text as written, each
+/// with the same length and byte offsets: its [`spaced_readings`] (invisible characters),
+/// and the [`latin_reading`] (look-alike letters) of the text and of its fully spaced
+/// reading. Empty for plain text.
+fn jailbreak_readings(text: &str) -> Vec<String> {
+    let mut readings = spaced_readings(text);
+    let folded = match readings.first() {
+        Some(spaced) => latin_reading(spaced),
+        None => latin_reading(text),
+    };
+    readings.extend(folded);
+    readings
+}
+
 fn byte_span(tok: &TokenizedText, w: Range<usize>, text_len: usize) -> (usize, usize) {
     if w.is_empty() {
         return (0, 0);

@@ -3,6 +3,7 @@
 
 pub mod batcher;
 pub mod config;
+pub mod confusable;
 pub mod engine;
 pub mod invisible;
 pub mod metrics;

@@ -335,6 +335,7 @@ impl RootContext for SemrouteRoot {
     fn on_tick(&mut self) {
         self.continue_backlog();
     }
+
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
     }

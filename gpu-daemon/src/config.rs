@@ -130,6 +130,12 @@ pub struct LimitsConfig {
     /// Most windows scored per text; beyond it the response says
     /// `truncated` and the truncation counter grows.
     pub max_windows: usize,
+    /// Jailbreak: when a text's best window scores at least this (and below 1), the
+    /// sentences of that window are scored too, each alone (at most 24), and the highest
+    /// score counts. A jailbreak next to harmless text is diluted in a window (the README's
+    /// jailbreak scores 0.95 alone, 0.68 after "Can you help me with my homework?"); its
+    /// own sentences are not. Texts scoring below it cost no extra encoder pass. 1: off.
+    pub jailbreak_sentences_from: f32,
 }
 
 impl Default for LimitsConfig {
@@ -139,6 +145,7 @@ impl Default for LimitsConfig {
             max_seq_len: 256,
             window_overlap: 64,
             max_windows: 64,
+            jailbreak_sentences_from: 0.3,
         }
     }
 }
@@ -276,6 +283,12 @@ impl DaemonConfig {
         }
         if l.max_text_bytes == 0 {
             return Err(invalid("limits.max_text_bytes", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&l.jailbreak_sentences_from) {
+            return Err(invalid(
+                "limits.jailbreak_sentences_from",
+                "must be in 0..=1 (1: off)",
+            ));
         }
         let b = &self.batching;
         if b.max_batch == 0 || b.max_batch > 256 {

@@ -328,6 +328,9 @@ impl Engine {
             ids: Vec<u32>,
             /// A variant scored for the jailbreak only.
             jailbreak_only: bool,
+            /// Index of the tokenized text in `toks`, and the window's token range in it.
+            tok: usize,
+            range: Range<usize>,
         }
         let content = self.limits.max_seq_len - 2;
         let overlap = self.limits.window_overlap;
@@ -337,6 +340,8 @@ impl Engine {
         if let Some(encoder) = self.encoder.as_mut().filter(|_| uses_head) {
             let t0 = Instant::now();
             let mut jobs = Vec::new();
+            // Tokenized texts (and the text their offsets point into), by `Job::tok`.
+            let mut toks: Vec<(TokenizedText, &str)> = Vec::new();
             for (req, input) in inputs.iter().enumerate() {
                 let want_domain =
                     input.signals.domain && matches!(self.domain, SequenceModel::Head(_));
@@ -375,10 +380,13 @@ impl Engine {
                             req,
                             part,
                             span: byte_span(&tok, w.clone(), text.len()),
-                            ids: tok.ids[w].to_vec(),
+                            ids: tok.ids[w.clone()].to_vec(),
                             jailbreak_only,
+                            tok: toks.len(),
+                            range: w,
                         });
                     }
+                    toks.push((tok, text));
                 }
             }
             let tokenize_us = t0.elapsed().as_micros() as u64;
@@ -394,7 +402,9 @@ impl Engine {
             let hidden = encoder.hidden;
             let mut domain_sum: Vec<(Vec<f32>, f32)> =
                 inputs.iter().map(|_| (vec![0f32; hidden], 0.0)).collect();
-            for (job, emb) in jobs.iter().zip(&embeddings) {
+            // Per request: the job of its best jailbreak window.
+            let mut best: Vec<Option<usize>> = vec![None; inputs.len()];
+            for (j, (job, emb)) in jobs.iter().zip(&embeddings).enumerate() {
                 let input = &inputs[job.req];
                 if job.part == Part::Text && !job.jailbreak_only && input.signals.domain {
                     let w = (job.ids.len() + 2) as f32;
@@ -417,8 +427,70 @@ impl Engine {
                         if score > out.score {
                             out.score = score;
                             out.window = (job.span.0, job.span.1, job.part);
+                            best[job.req] = Some(j);
                         }
                     }
+                }
+            }
+            // The sentences of each suspicious best window, each alone
+            // (`limits.jailbreak_sentences_from`): one more encoder pass, for those only.
+            struct SentenceJob {
+                req: usize,
+                part: Part,
+                span: (usize, usize),
+                ids: Vec<u32>,
+            }
+            let mut sentence_jobs: Vec<SentenceJob> = Vec::new();
+            if let SequenceModel::Head(_) = &self.jailbreak {
+                let from = self.limits.jailbreak_sentences_from;
+                for (req, j) in best.iter().enumerate() {
+                    let Some(job) = j.and_then(|j| jobs.get(j)) else {
+                        continue;
+                    };
+                    let score = outputs[req].jailbreak.as_ref().map_or(0.0, |o| o.score);
+                    if score < from || score >= 1.0 {
+                        continue;
+                    }
+                    let Some((tok, text)) = toks.get(job.tok) else {
+                        continue;
+                    };
+                    for r in window_sentences(tok, text, job.range.clone(), MAX_WINDOW_SENTENCES) {
+                        sentence_jobs.push(SentenceJob {
+                            req,
+                            part: job.part,
+                            span: byte_span(tok, r.clone(), text.len()),
+                            ids: tok.ids[r].to_vec(),
+                        });
+                    }
+                }
+            }
+            if !sentence_jobs.is_empty() {
+                let t3 = Instant::now();
+                let seqs: Vec<&[u32]> = sentence_jobs.iter().map(|g| g.ids.as_slice()).collect();
+                let embeddings = run_sorted(&seqs, self.max_batch, |b| {
+                    encoder
+                        .embed(b)
+                        .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
+                })?;
+                if let SequenceModel::Head(h) = &self.jailbreak {
+                    for (g, emb) in sentence_jobs.iter().zip(embeddings) {
+                        let (req, part, span) = (&g.req, &g.part, &g.span);
+                        let mut e = emb;
+                        l2_normalize(&mut e);
+                        let p = h.probabilities(&e);
+                        let score = p.get(self.jailbreak_positive).copied().unwrap_or(0.0);
+                        if let Some(out) = outputs[*req].jailbreak.as_mut() {
+                            out.windows += 1;
+                            if score > out.score {
+                                out.score = score;
+                                out.window = (span.0, span.1, *part);
+                            }
+                        }
+                    }
+                }
+                let refine_us = t3.elapsed().as_micros() as u64;
+                for o in outputs.iter_mut() {
+                    o.timings.inference_us += refine_us;
                 }
             }
             if let SequenceModel::Head(h) = &self.domain {
@@ -745,16 +817,57 @@ fn domain_output(labels: &[String], probs: Vec<f32>) -> DomainOutput {
 }
 
 /// Byte span of token range `w` (empty range: an empty span at 0).
+/// Most sentences scored per request by `limits.jailbreak_sentences_from`.
+const MAX_WINDOW_SENTENCES: usize = 24;
+
+/// The token ranges, within window `w` of `tok` (offsets into `text`), of its sentences, at
+/// most `max` of them; none when the window is one sentence. A sentence ends after a token
+/// that is `.`, `!`, `?`, `。`, `！` or `？`, or where a line break separates two tokens.
+fn window_sentences(
+    tok: &TokenizedText,
+    text: &str,
+    w: Range<usize>,
+    max: usize,
+) -> Vec<Range<usize>> {
+    let mut sentences: Vec<Range<usize>> = Vec::new();
+    let mut start = w.start;
+    for t in w.clone() {
+        let Some(&(a, b)) = tok.offsets.get(t) else {
+            break;
+        };
+        let ends = matches!(text.get(a..b), Some("." | "!" | "?" | "。" | "！" | "？"));
+        let line_break = tok
+            .offsets
+            .get(t + 1)
+            .filter(|_| t + 1 < w.end)
+            .and_then(|&(next, _)| text.get(b..next))
+            .is_some_and(|gap| gap.contains('\n'));
+        if ends || line_break {
+            sentences.push(start..t + 1);
+            start = t + 1;
+        }
+    }
+    if start < w.end {
+        sentences.push(start..w.end);
+    }
+    if sentences.len() < 2 {
+        return Vec::new();
+    }
+    sentences.retain(|r| !r.is_empty());
+    sentences.truncate(max);
+    sentences
+}
+
 /// The readings of `text` the jailbreak signal scores besides the text as written, each
 /// with the same length and byte offsets: its [`spaced_readings`] (invisible characters),
-/// and the [`latin_reading`] (look-alike letters) of the text and of its fully spaced
-/// reading. Empty for plain text.
+/// and the [`latin_reading`] (look-alike letters) of the text and of each spaced reading,
+/// so that both tricks together are undone too. Empty for plain text.
 fn jailbreak_readings(text: &str) -> Vec<String> {
     let mut readings = spaced_readings(text);
-    let folded = match readings.first() {
-        Some(spaced) => latin_reading(spaced),
-        None => latin_reading(text),
-    };
+    let folded: Vec<String> = std::iter::once(text)
+        .chain(readings.iter().map(String::as_str))
+        .filter_map(latin_reading)
+        .collect();
     readings.extend(folded);
     readings
 }
@@ -817,6 +930,35 @@ mod tests {
         assert!(s.pii && !s.domain && !s.jailbreak);
         let e = SignalSet::parse(&["domian"]).unwrap_err();
         assert!(e.contains("domian"));
+    }
+
+    #[test]
+    fn window_sentences_split_at_end_marks_and_line_breaks() {
+        // Tokens of "Hi there. Go now!\nOk" with their byte offsets.
+        let text = "Hi there. Go now!\nOk";
+        let offsets = vec![
+            (0, 2),
+            (3, 8),
+            (8, 9),
+            (10, 12),
+            (13, 16),
+            (16, 17),
+            (18, 20),
+        ];
+        let tok = TokenizedText {
+            ids: (0..offsets.len() as u32).collect(),
+            offsets,
+        };
+        let all = 0..tok.ids.len();
+        assert_eq!(
+            window_sentences(&tok, text, all.clone(), 24),
+            vec![0..3, 3..6, 6..7]
+        );
+        assert_eq!(window_sentences(&tok, text, all, 2), vec![0..3, 3..6]);
+        // A window holding one sentence (or part of one) has none.
+        assert!(window_sentences(&tok, text, 0..2, 24).is_empty());
+        // Line break inside the window only.
+        assert_eq!(window_sentences(&tok, text, 4..7, 24), vec![4..6, 6..7]);
     }
 
     #[test]

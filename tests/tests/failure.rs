@@ -164,6 +164,10 @@ async fn fail_open_without_daemon_and_local_checks() {
             b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n",
             501,
         ),
+        (
+            b"POST /v1/chat/completions#x HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}",
+            400,
+        ),
     ] {
         let (status, body) = raw_http(router.layout.port, raw);
         assert_eq!(status, want, "{body}");
@@ -171,6 +175,12 @@ async fn fail_open_without_daemon_and_local_checks() {
             serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
         assert_eq!(v["error"]["code"], "invalid_http_request", "{body}");
         assert_eq!(v["error"]["type"], "invalid_request_error", "{body}");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("the proxy refused the request (")),
+            "{body}"
+        );
     }
     drop(router);
 

@@ -728,11 +728,13 @@ impl Extractor {
     }
 }
 
-/// The bit and name of key `name` of a message or content part if the router reads its
-/// value (`role` has its own check, with its own message).
+/// The bit and name of key `name` of the body, a message or a content part if the router
+/// reads its value, or (a part's `type`) an upstream decides by it how to read the part
+/// (`model`, `messages`, `input` and `role` have their own checks).
 fn read_key_bit(ctx: Ctx, name: &str, api: Api) -> Option<(u16, &'static str)> {
     let responses = api == Api::Responses;
     Some(match (ctx, name) {
+        (Ctx::Root, "stream") => (1 << 11, "stream"),
         (Ctx::Message, "type") => (1, "type"),
         (Ctx::Message, "content") => (1 << 1, "content"),
         (Ctx::Message, "output") => (1 << 2, "output"),
@@ -741,6 +743,7 @@ fn read_key_bit(ctx: Ctx, name: &str, api: Api) -> Option<(u16, &'static str)> {
         (Ctx::Message, "results") if responses => (1 << 5, "results"),
         (Ctx::Message, "text") if responses => (1 << 6, "text"),
         (Ctx::Part, "text") => (1 << 7, "text"),
+        (Ctx::Part, "type") => (1 << 12, "type"),
         (Ctx::Part, "stdout") if responses => (1 << 8, "stdout"),
         (Ctx::Part, "stderr") if responses => (1 << 9, "stderr"),
         (Ctx::Part, "logs") if responses => (1 << 10, "logs"),

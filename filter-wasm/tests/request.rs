@@ -630,6 +630,16 @@ fn keys_read_twice_in_a_message_or_part_are_refused() {
         r#"{"input":[{"type":"function_call_output","call_id":"c","output":"a","output":"b"}]}"#,
         "output",
     );
+    dup(
+        chat,
+        r#"{"messages":[{"role":"user","content":[{"type":"text","type":"image_url","text":"a"}]}]}"#,
+        "type",
+    );
+    dup(
+        chat,
+        r#"{"stream":false,"messages":[{"role":"user","content":"a"}],"stream":true}"#,
+        "stream",
+    );
     // The same keys once per object, in different objects, are fine.
     let ok = r#"{"messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"user","content":"c"}]}"#;
     assert!(extract(chat, ok.as_bytes(), &[]).is_ok());

@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
-use crate::confusable::latin_reading;
+use crate::confusable::{ascii_forms, latin_reading};
 use crate::invisible::{blank_invisible, spaced_readings};
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::{softmax, LinearHead};
@@ -745,7 +745,18 @@ impl Engine {
                     .map(|e| e.entity.clone())
                     .collect();
                 if self.pii.patterns {
-                    ents.extend(pii::patterns::find(&blank_invisible(text)));
+                    let blanked = blank_invisible(text);
+                    ents.extend(pii::patterns::find(&blanked));
+                    // Fullwidth forms and other scripts' digits, read as ASCII.
+                    if let Some((folded, map)) = ascii_forms(&blanked) {
+                        ents.extend(pii::patterns::find(&folded).into_iter().filter_map(
+                            |mut e| {
+                                e.start = *map.get(e.start)?;
+                                e.end = *map.get(e.end)?;
+                                Some(e)
+                            },
+                        ));
+                    }
                 }
                 all.extend(
                     pii::merge(ents)

@@ -295,6 +295,21 @@ async fn real_models_over_grpc() {
         &text[email.start as usize..email.end as usize],
         "jane.doe@example.com"
     );
+    // Fullwidth and Arabic-Indic digits: found, with spans into the text as sent.
+    for digits in ["４１１１ １１１１ １１１１ １１１１", "٤١١١ ١١١١ ١١١١ ١١١١"]
+    {
+        let text = format!("my card is {digits}, can you check my order?");
+        let pii = classify(&mut client, &text, &["pii"])
+            .await
+            .pii
+            .expect("pii result")
+            .entities;
+        let card = pii
+            .iter()
+            .find(|e| e.r#type == "CREDIT_CARD")
+            .unwrap_or_else(|| panic!("no card in {text}: {pii:?}"));
+        assert_eq!(&text[card.start as usize..card.end as usize], digits);
+    }
 
     // A long jailbreak buried after benign text is still found (windows, no silent cut).
     let mut long = "The history of the Roman empire spans many centuries and regions. ".repeat(120);

@@ -392,11 +392,7 @@ impl Engine {
             let tokenize_us = t0.elapsed().as_micros() as u64;
             let t1 = Instant::now();
             let seqs: Vec<&[u32]> = jobs.iter().map(|j| j.ids.as_slice()).collect();
-            let embeddings = run_sorted(&seqs, self.max_batch, |b| {
-                encoder
-                    .embed(b)
-                    .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
-            })?;
+            let embeddings = embed_all(encoder, &seqs, self.max_batch)?;
             let inference_us = t1.elapsed().as_micros() as u64;
             let t2 = Instant::now();
             let hidden = encoder.hidden;
@@ -414,10 +410,7 @@ impl Engine {
                 }
                 if input.signals.jailbreak {
                     if let SequenceModel::Head(h) = &self.jailbreak {
-                        let mut e = emb.clone();
-                        l2_normalize(&mut e);
-                        let p = h.probabilities(&e);
-                        let score = p.get(self.jailbreak_positive).copied().unwrap_or(0.0);
+                        let score = head_score(h, emb.clone(), self.jailbreak_positive);
                         let out = outputs[job.req].jailbreak.get_or_insert(JailbreakOutput {
                             score: -1.0,
                             windows: 0,
@@ -467,23 +460,15 @@ impl Engine {
             if !sentence_jobs.is_empty() {
                 let t3 = Instant::now();
                 let seqs: Vec<&[u32]> = sentence_jobs.iter().map(|g| g.ids.as_slice()).collect();
-                let embeddings = run_sorted(&seqs, self.max_batch, |b| {
-                    encoder
-                        .embed(b)
-                        .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
-                })?;
+                let embeddings = embed_all(encoder, &seqs, self.max_batch)?;
                 if let SequenceModel::Head(h) = &self.jailbreak {
                     for (g, emb) in sentence_jobs.iter().zip(embeddings) {
-                        let (req, part, span) = (&g.req, &g.part, &g.span);
-                        let mut e = emb;
-                        l2_normalize(&mut e);
-                        let p = h.probabilities(&e);
-                        let score = p.get(self.jailbreak_positive).copied().unwrap_or(0.0);
-                        if let Some(out) = outputs[*req].jailbreak.as_mut() {
+                        let score = head_score(h, emb, self.jailbreak_positive);
+                        if let Some(out) = outputs[g.req].jailbreak.as_mut() {
                             out.windows += 1;
                             if score > out.score {
                                 out.score = score;
-                                out.window = (span.0, span.1, *part);
+                                out.window = (g.span.0, g.span.1, g.part);
                             }
                         }
                     }
@@ -828,6 +813,29 @@ fn domain_output(labels: &[String], probs: Vec<f32>) -> DomainOutput {
 }
 
 /// Byte span of token range `w` (empty range: an empty span at 0).
+/// Pooled encoder embeddings `[seqs][hidden]` of `seqs`, in their order.
+fn embed_all(
+    encoder: &mut SentenceEncoder,
+    seqs: &[&[u32]],
+    max_batch: usize,
+) -> Result<Vec<Vec<f32>>, ModelError> {
+    run_sorted(seqs, max_batch, |b| {
+        encoder
+            .embed(b)
+            .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
+    })
+}
+
+/// Probability of class `positive` under head `h` for a pooled embedding (normalised
+/// here, as the heads were trained).
+fn head_score(h: &LinearHead, mut embedding: Vec<f32>, positive: usize) -> f32 {
+    l2_normalize(&mut embedding);
+    h.probabilities(&embedding)
+        .get(positive)
+        .copied()
+        .unwrap_or(0.0)
+}
+
 /// Most sentences scored per request by `limits.jailbreak_sentences_from`.
 const MAX_WINDOW_SENTENCES: usize = 24;
 

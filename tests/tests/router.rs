@@ -223,16 +223,7 @@ async fn slow_chunked_upload(router: &Router) {
         &[],
     )
     .await;
-    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(served_by(&r), "math-model");
-    let received = r.report()["received_body"]
-        .as_str()
-        .expect("echo")
-        .to_string();
-    assert_eq!(
-        received,
-        body.replace("\"model\":\"auto\"", "\"model\":\"math-model\"")
-    );
+    assert_spliced_to_math(&r, &body);
 }
 
 /// A long user turn written at once (Envoy hands the filter far more than its 4 KiB
@@ -245,8 +236,13 @@ async fn large_turn_in_one_write(router: &Router) {
     let body =
         json!({"model": "auto", "messages": [{"role": "user", "content": text}]}).to_string();
     let r = post(router, "/v1/chat/completions", body.clone(), &[]).await;
+    assert_spliced_to_math(&r, &body);
+}
+
+/// `r` was served by the math model, which received `body` with only `model` changed.
+fn assert_spliced_to_math(r: &Reply, body: &str) {
     assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
-    assert_eq!(served_by(&r), "math-model", "{}", r.report()["headers"]);
+    assert_eq!(served_by(r), "math-model", "{}", r.report()["headers"]);
     let received = r.report()["received_body"]
         .as_str()
         .expect("echo")

@@ -878,14 +878,28 @@ fn long_turn(kib: usize) -> String {
     json!({"model": "auto", "messages": [{"role": "user", "content": text}]}).to_string()
 }
 
+/// A chat request under config `cfg` whose whole `body` is buffered before the first
+/// body callback (as when Envoy hands over a large read at once).
+fn buffered(cfg: &str, body: &str) -> (HttpFilter, MockHost) {
+    let mut f = filter(cfg);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    f.on_request_headers(&mut h, false);
+    h.body = body.as_bytes().to_vec();
+    (f, h)
+}
+
+/// Continues `f`'s backlog as the root context's tick does, until none is left.
+fn drain_backlog(f: &mut HttpFilter, h: &mut MockHost) {
+    while f.has_backlog() {
+        f.on_backlog(h);
+    }
+}
+
 #[test]
 fn a_large_chunk_is_scanned_in_bounded_steps() {
     let body = long_turn(40);
     let cfg = r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": 4096}}"#;
-    let mut f = filter(cfg);
-    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
-    f.on_request_headers(&mut h, false);
-    h.body = body.clone().into_bytes();
+    let (mut f, mut h) = buffered(cfg, &body);
     // The whole body in one callback: one step is scanned, the rest is a backlog.
     assert_eq!(body_now(&mut f, &mut h, true), Action::Pause);
     assert!(f.has_backlog());
@@ -924,29 +938,21 @@ fn a_reply_before_the_backlog_is_scanned_waits_for_it() {
         .collect();
     let body = json!({"messages": [{"role": "user", "content": "What is the derivative of x^3 + 2x?"}], "model": "auto", "tools": tools}).to_string();
     let cfg = r#"{"limits": {"small_body_bytes": 0, "max_body_bytes": 1048576, "max_scan_bytes_per_callback": 1024}}"#;
-    let mut f = filter(cfg);
-    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
-    f.on_request_headers(&mut h, false);
-    h.body = body.clone().into_bytes();
+    let (mut f, mut h) = buffered(cfg, &body);
     assert_eq!(body_now(&mut f, &mut h, true), Action::Pause);
     assert_eq!(h.calls.len(), 1, "dispatched in the first step");
     assert!(f.has_backlog());
     h.reply = Some(reply("math", 0.01, &[]));
     f.on_grpc_response(&mut h, 1, 0, 10);
     assert_eq!(h.resumed, 0, "not resumed before the body is scanned");
-    while f.has_backlog() {
-        f.on_backlog(&mut h);
-    }
+    drain_backlog(&mut f, &mut h);
     assert_eq!(h.resumed, 1, "resumed by the step that ends the body");
     assert_eq!(h.header("x-semroute-model"), Some("math-model"));
     let mut expected: Value = serde_json::from_str(&body).unwrap();
     expected["model"] = json!("math-model");
     assert_eq!(h.body_json(), expected);
     // A jailbreak verdict does not wait for the backlog.
-    let mut f = filter(cfg);
-    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
-    f.on_request_headers(&mut h, false);
-    h.body = body.into_bytes();
+    let (mut f, mut h) = buffered(cfg, &body);
     body_now(&mut f, &mut h, true);
     h.reply = Some(reply("math", 0.99, &[]));
     f.on_grpc_response(&mut h, 1, 0, 10);
@@ -960,30 +966,20 @@ fn errors_and_trailers_in_a_backlog() {
     // Invalid JSON past the first step: 400 from a later step.
     let body = long_turn(8).replace(r#""}],"model""#, r#""},],"model""#);
     assert!(body.contains(",],"));
-    let mut f = filter(cfg);
-    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
-    f.on_request_headers(&mut h, false);
-    h.body = body.into_bytes();
+    let (mut f, mut h) = buffered(cfg, &body);
     body_now(&mut f, &mut h, true);
     assert!(f.has_backlog());
-    while f.has_backlog() {
-        f.on_backlog(&mut h);
-    }
+    drain_backlog(&mut f, &mut h);
     assert_eq!(h.sent_status(), Some(400));
     assert_eq!(h.sent_json()["error"]["code"], "invalid_json");
     assert!(h.calls.is_empty());
     // The body ends with trailers: the backlog is read to its end.
     let body = long_turn(8);
-    let mut f = filter(cfg);
-    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
-    f.on_request_headers(&mut h, false);
-    h.body = body.clone().into_bytes();
+    let (mut f, mut h) = buffered(cfg, &body);
     body_now(&mut f, &mut h, false);
     assert!(f.has_backlog());
     f.on_request_trailers(&mut h);
-    while f.has_backlog() {
-        f.on_backlog(&mut h);
-    }
+    drain_backlog(&mut f, &mut h);
     let (unbounded, _, _) = run_split("/v1/chat/completions", body.as_bytes(), &[]);
     assert_eq!(h.calls.first().map(|c| &c.1), unbounded.as_ref());
     h.reply = Some(reply("math", 0.01, &[]));

@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
 use crate::confusable::{ascii_forms, latin_reading};
+use crate::encoded::encoded_readings;
 use crate::invisible::{blank_invisible, spaced_readings};
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::{softmax, LinearHead};
@@ -340,8 +341,9 @@ impl Engine {
         if let Some(encoder) = self.encoder.as_mut().filter(|_| uses_head) {
             let t0 = Instant::now();
             let mut jobs = Vec::new();
-            // Tokenized texts (and the text their offsets point into), by `Job::tok`.
-            let mut toks: Vec<(TokenizedText, &str)> = Vec::new();
+            // Tokenized texts and the text tokenized (the input, or one of its readings,
+            // which has the input's length and offsets), by `Job::tok`.
+            let mut toks: Vec<(TokenizedText, Cow<'_, str>)> = Vec::new();
             for (req, input) in inputs.iter().enumerate() {
                 let want_domain =
                     input.signals.domain && matches!(self.domain, SequenceModel::Head(_));
@@ -349,14 +351,14 @@ impl Engine {
                     input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_));
                 let text_tok = encoder.tokenizer.tokenize(&input.text)?;
                 outputs[req].input_tokens = text_tok.ids.len() as u32;
-                let mut parts: Vec<(Part, &str, TokenizedText, bool)> = Vec::new();
+                let mut parts: Vec<(Part, Cow<'_, str>, TokenizedText, bool)> = Vec::new();
                 if want_domain || want_jb {
-                    parts.push((Part::Text, &input.text, text_tok, false));
+                    parts.push((Part::Text, Cow::Borrowed(&input.text), text_tok, false));
                 }
                 if want_jb && !input.scan_text.is_empty() {
                     parts.push((
                         Part::ScanText,
-                        &input.scan_text,
+                        Cow::Borrowed(&input.scan_text),
                         encoder.tokenizer.tokenize(&input.scan_text)?,
                         false,
                     ));
@@ -368,7 +370,7 @@ impl Engine {
                     ] {
                         for reading in jailbreak_readings(text) {
                             let tok = encoder.tokenizer.tokenize(&reading)?;
-                            parts.push((part, text, tok, true));
+                            parts.push((part, Cow::Owned(reading), tok, true));
                         }
                     }
                 }
@@ -879,8 +881,9 @@ fn window_sentences(
 
 /// The readings of `text` the jailbreak signal scores besides the text as written, each
 /// with the same length and byte offsets: its [`spaced_readings`] (invisible characters),
-/// and the [`latin_reading`] (look-alike letters) of the text and of each spaced reading,
-/// so that both tricks together are undone too. Empty for plain text.
+/// the [`latin_reading`] (look-alike letters) of the text and of each spaced reading, so
+/// that both tricks together are undone too, and its [`encoded_readings`] (base64, hex
+/// and leetspeak payloads decoded). Empty for plain text.
 fn jailbreak_readings(text: &str) -> Vec<String> {
     let mut readings = spaced_readings(text);
     let folded: Vec<String> = std::iter::once(text)
@@ -888,6 +891,7 @@ fn jailbreak_readings(text: &str) -> Vec<String> {
         .filter_map(latin_reading)
         .collect();
     readings.extend(folded);
+    readings.extend(encoded_readings(text));
     readings
 }
 

@@ -4,6 +4,7 @@
 pub mod batcher;
 pub mod config;
 pub mod confusable;
+pub mod encoded;
 pub mod engine;
 pub mod invisible;
 pub mod metrics;

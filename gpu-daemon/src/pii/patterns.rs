@@ -12,8 +12,10 @@ use super::{Entity, Source};
 
 struct Patterns {
     email: Regex,
+    email_spelled: Regex,
     card: Regex,
     iban: Regex,
+    iban_lower: Regex,
     ssn: Regex,
     phone: Regex,
     ipv4: Regex,
@@ -28,8 +30,12 @@ fn patterns() -> &'static Patterns {
         let re = |s: &str| Regex::new(s).expect("constant regex");
         Patterns {
             email: re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.[a-z]{2,24}\b"),
-            card: re(r"\b\d(?:[ -]?\d){12,18}\b"),
+            // "name [at] example [dot] com", "name (at) example.com", "name@example dot com".
+            email_spelled: re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*(?:\s*(?:\[at\]|\(at\)|\{at\}|<at>)\s*|@|\s+at\s+)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|<dot>)\s*|\.|\s+dot\s+)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|<dot>)\s*|\.|\s+dot\s+)[a-z]{2,24}\b"),
+            card: re(r"\b\d(?:[ ._-]?\d){12,18}\b"),
             iban: re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"),
+            // Lowercase, written together or in groups of four.
+            iban_lower: re(r"\b[a-z]{2}\d{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4}){2,7}(?: [a-z0-9]{1,4})?)\b"),
             ssn: re(r"\b(\d{3})([- ]?)(\d{2})([- ]?)(\d{4})\b"),
             // A phone number stays on one line; its first group has 2-4 digits, or 5
             // after a trunk prefix 0 (UK "07700 900 123").
@@ -168,6 +174,132 @@ fn is_decimal_or_year_range(s: &str) -> bool {
     matches!(s.split_once('-'), Some((a, b)) if year(a) && year(b))
 }
 
+/// Whether a spelled-out e-mail match ([`Patterns::email_spelled`]) is one: it writes `at`
+/// or `dot` in brackets (`[at]`, `(dot)`), or joins `@` with a spelled `dot`. "look at
+/// this dot com" is not one, and a plain address is matched by the e-mail pattern.
+fn is_spelled_email(s: &str) -> bool {
+    let lower = s.to_ascii_lowercase();
+    let bracketed = [
+        "[at]", "(at)", "{at}", "<at>", "[dot]", "(dot)", "{dot}", "<dot>",
+    ]
+    .iter()
+    .any(|m| lower.contains(m));
+    let spelled_dot = lower.split_whitespace().any(|w| w == "dot");
+    bracketed || lower.contains('@') && spelled_dot
+}
+
+/// Whether the separators of a card-shaped match are usable: spaces and hyphens in any
+/// mix (as before), or dots or underscores used alone between at least three groups
+/// (`4111.1111.1111.1111`, `4111_1111_1111_1111`), so a long decimal number is no card.
+fn card_separators_agree(s: &str) -> bool {
+    let seps: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_digit()).collect();
+    match seps.first() {
+        Some(&x @ (b'.' | b'_')) => seps.len() >= 2 && seps.iter().all(|&y| y == x),
+        _ => true,
+    }
+}
+
+/// IBAN lengths by country code, from the SWIFT IBAN registry (ISO 13616).
+const IBAN_LENGTHS: &[(&str, usize)] = &[
+    ("AD", 24),
+    ("AE", 23),
+    ("AL", 28),
+    ("AT", 20),
+    ("AZ", 28),
+    ("BA", 20),
+    ("BE", 16),
+    ("BG", 22),
+    ("BH", 22),
+    ("BR", 29),
+    ("BY", 28),
+    ("CH", 21),
+    ("CR", 22),
+    ("CY", 28),
+    ("CZ", 24),
+    ("DE", 22),
+    ("DK", 18),
+    ("DO", 28),
+    ("EE", 20),
+    ("EG", 29),
+    ("ES", 24),
+    ("FI", 18),
+    ("FO", 18),
+    ("FR", 27),
+    ("GB", 22),
+    ("GE", 22),
+    ("GI", 23),
+    ("GL", 18),
+    ("GR", 27),
+    ("GT", 28),
+    ("HR", 21),
+    ("HU", 28),
+    ("IE", 22),
+    ("IL", 23),
+    ("IQ", 23),
+    ("IS", 26),
+    ("IT", 27),
+    ("JO", 30),
+    ("KW", 30),
+    ("KZ", 20),
+    ("LB", 28),
+    ("LC", 32),
+    ("LI", 21),
+    ("LT", 20),
+    ("LU", 20),
+    ("LV", 21),
+    ("MC", 27),
+    ("MD", 24),
+    ("ME", 22),
+    ("MK", 19),
+    ("MR", 27),
+    ("MT", 31),
+    ("MU", 30),
+    ("NL", 18),
+    ("NO", 15),
+    ("PK", 24),
+    ("PL", 28),
+    ("PS", 29),
+    ("PT", 25),
+    ("QA", 29),
+    ("RO", 24),
+    ("RS", 22),
+    ("SA", 24),
+    ("SC", 31),
+    ("SE", 24),
+    ("SI", 19),
+    ("SK", 24),
+    ("SM", 27),
+    ("ST", 25),
+    ("SV", 28),
+    ("TL", 23),
+    ("TN", 24),
+    ("TR", 26),
+    ("UA", 29),
+    ("VA", 22),
+    ("VG", 24),
+    ("XK", 20),
+];
+
+/// Whether an IBAN-shaped match has a registered country code and that country's length,
+/// the check a lowercase match must also pass: in running text, two letters, two digits
+/// and a dozen letters and digits spaced one by one pass mod-97 about once in 97.
+fn iban_registered(s: &str) -> bool {
+    let compact: String = s.chars().filter(|c| *c != ' ').collect();
+    let Some(country) = compact.get(..2) else {
+        return false;
+    };
+    // Written together, or in groups of four with a shorter last group.
+    let groups: Vec<&str> = s.split(' ').collect();
+    let grouped = groups.len() == 1
+        || groups.split_last().is_some_and(|(last, rest)| {
+            rest.iter().all(|g| g.len() == 4) && (1..=4).contains(&last.len())
+        });
+    grouped
+        && IBAN_LENGTHS
+            .iter()
+            .any(|&(c, n)| c.eq_ignore_ascii_case(country) && n == compact.len())
+}
+
 /// Finds validated pattern entities in `text`. Spans are byte offsets;
 /// earlier (more specific) patterns win where spans overlap.
 pub fn find(text: &str) -> Vec<Entity> {
@@ -176,14 +308,37 @@ pub fn find(text: &str) -> Vec<Entity> {
     for m in p.email.find_iter(text) {
         found.push(pattern("EMAIL_ADDRESS", m.start(), m.end()));
     }
-    for m in p.iban.find_iter(text) {
-        if iban_valid(m.as_str()) && !overlaps(&found, m.start(), m.end()) {
-            found.push(pattern("IBAN_CODE", m.start(), m.end()));
+    for m in p.email_spelled.find_iter(text) {
+        if is_spelled_email(m.as_str()) && !overlaps(&found, m.start(), m.end()) {
+            found.push(pattern("EMAIL_ADDRESS", m.start(), m.end()));
+        }
+    }
+    for m in p.iban.find_iter(text).chain(p.iban_lower.find_iter(text)) {
+        // The shape can run on into the words after the number ("... 7654 32 THEN"):
+        // without its last groups, one at a time, it may still be valid.
+        let mut iban = m.as_str();
+        loop {
+            let lower = iban.bytes().any(|b| b.is_ascii_lowercase());
+            if iban_valid(iban) && (!lower || iban_registered(iban)) {
+                break;
+            }
+            match iban.rsplit_once(' ') {
+                Some((head, _)) => iban = head,
+                None => {
+                    iban = "";
+                    break;
+                }
+            }
+        }
+        let end = m.start() + iban.len();
+        if !iban.is_empty() && !overlaps(&found, m.start(), end) {
+            found.push(pattern("IBAN_CODE", m.start(), end));
         }
     }
     for m in p.card.find_iter(text) {
         let digits: Vec<u8> = m.as_str().bytes().filter(u8::is_ascii_digit).collect();
         if (13..=19).contains(&digits.len())
+            && card_separators_agree(m.as_str())
             && luhn_valid(&digits)
             && !overlaps(&found, m.start(), m.end())
         {
@@ -346,6 +501,78 @@ mod tests {
                 ("PHONE_NUMBER", "555.123.4567")
             ]
         );
+    }
+
+    #[test]
+    fn cards_with_dots_or_underscores() {
+        for card in [
+            "4111_1111_1111_1111",
+            "4111.1111.1111.1111",
+            "4111111111111111",
+        ] {
+            assert_eq!(
+                kinds(&format!("card {card} ok")),
+                vec![("CREDIT_CARD", card)],
+                "{card}"
+            );
+        }
+        // A long decimal number, or mixed dots and underscores, is no card.
+        assert!(kinds("pi is 3.14159265358979 ok").is_empty());
+        assert!(kinds("id 4111.1111_1111.1111 ok")
+            .iter()
+            .all(|(k, _)| *k != "CREDIT_CARD"));
+    }
+
+    #[test]
+    fn lowercase_ibans_need_a_registered_country_and_length() {
+        assert_eq!(
+            kinds("iban de89 3704 0044 0532 0130 00 thanks"),
+            vec![("IBAN_CODE", "de89 3704 0044 0532 0130 00")]
+        );
+        assert_eq!(
+            kinds("send to gb82west12345698765432"),
+            vec![("IBAN_CODE", "gb82west12345698765432")]
+        );
+        // Followed by a word of four letters, which the shape takes as a group.
+        assert_eq!(
+            kinds("iban be68 5390 0754 7034 then"),
+            vec![("IBAN_CODE", "be68 5390 0754 7034")]
+        );
+        assert_eq!(
+            kinds("IBAN BE68 5390 0754 7034 THEN"),
+            vec![("IBAN_CODE", "BE68 5390 0754 7034")]
+        );
+        // Words and numbers in running text are no IBAN.
+        assert!(kinds("we ab12 with cdef ghij klmn and more").is_empty());
+        assert!(!iban_registered("xx89 3704 0044 0532 0130 00"));
+        assert!(!iban_registered("de89 3704 0044 0532 0130 0012"));
+        assert!(!iban_registered("de8 93 7040 0440 5320 1300 0"));
+    }
+
+    #[test]
+    fn spelled_out_email_addresses() {
+        for (text, email) in [
+            (
+                "write to jane.doe [at] example [dot] com today",
+                "jane.doe [at] example [dot] com",
+            ),
+            ("mail jane(at)example.co.uk", "jane(at)example.co.uk"),
+            ("JANE {AT} EXAMPLE {DOT} ORG", "JANE {AT} EXAMPLE {DOT} ORG"),
+            ("reach me: jdoe@example dot com", "jdoe@example dot com"),
+            (
+                "jdoe at example [dot] net please",
+                "jdoe at example [dot] net",
+            ),
+        ] {
+            assert_eq!(kinds(text), vec![("EMAIL_ADDRESS", email)], "{text}");
+        }
+        for text in [
+            "look at this dot com bubble",
+            "meet me at home. Then we go",
+            "the cat sat at the mat dot org",
+        ] {
+            assert!(kinds(text).is_empty(), "{text}");
+        }
     }
 
     #[test]

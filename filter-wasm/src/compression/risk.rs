@@ -1087,6 +1087,8 @@ impl Lex {
     const NAME_LEAD: u16 = 1 << 7;
     /// Words a rule tests the current word for ("name", "old", "birth", "number", "id").
     const RULE_WORD: u16 = 1 << 8;
+    /// Verbs that a place or address follows within a few words ([`PLACE_VERBS`]).
+    const PLACE_VERB: u16 = 1 << 9;
 
     /// The lists a packed word ([`Word::key`]) is in.
     fn of(key: Option<u128>) -> u16 {
@@ -1094,7 +1096,7 @@ impl Lex {
         let Some(key) = key else { return 0 };
         TABLE
             .get_or_init(|| {
-                let lists: [(&[&[u8]], u16); 8] = [
+                let lists: [(&[&[u8]], u16); 9] = [
                     (&[b"is", b"name", b"me", b"with"], Lex::NAME_LEAD),
                     (
                         &[b"name", b"old", b"birth", b"number", b"id"],
@@ -1106,6 +1108,7 @@ impl Lex {
                     (SENTENCE_OPENERS, Lex::OPENER),
                     (RELATIVES, Lex::RELATIVE),
                     (ID_DOCUMENTS, Lex::ID_DOCUMENT),
+                    (PLACE_VERBS, Lex::PLACE_VERB),
                 ];
                 WordTable::new(
                     lists
@@ -1497,6 +1500,55 @@ const ID_DOCUMENTS: &[&[u8]] = &[
     b"nino",
 ];
 
+/// Verbs after which, within a few words, a street name and a house number read as an
+/// address ("lives on the north side of Joaquin Suarez 2906", "please return to Leon and
+/// Eyrarodda 66").
+const PLACE_VERBS: &[&[u8]] = &[
+    b"lives",
+    b"live",
+    b"living",
+    b"located",
+    b"situated",
+    b"return",
+    b"returned",
+    b"deliver",
+    b"delivered",
+    b"ship",
+    b"shipped",
+    b"moved",
+];
+
+/// Month names and their abbreviations ("on June 1" is a date, not a house number).
+fn is_month(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"january"
+            | b"february"
+            | b"march"
+            | b"april"
+            | b"may"
+            | b"june"
+            | b"july"
+            | b"august"
+            | b"september"
+            | b"october"
+            | b"november"
+            | b"december"
+            | b"jan"
+            | b"feb"
+            | b"mar"
+            | b"apr"
+            | b"jun"
+            | b"jul"
+            | b"aug"
+            | b"sep"
+            | b"sept"
+            | b"oct"
+            | b"nov"
+            | b"dec"
+    )
+}
+
 /// Scanner state: the last few words and where context cues were last seen.
 struct ContextScanner {
     recent: [Word; CTX_WINDOW],
@@ -1515,6 +1567,8 @@ struct ContextScanner {
     name_at: Option<usize>,
     /// Word index after the last "address".
     address_at: Option<usize>,
+    /// Word index after the last place verb ([`PLACE_VERBS`]).
+    place_verb_at: Option<usize>,
     /// Word index after the last identity-document cue.
     id_at: Option<usize>,
     flags: RiskFlags,
@@ -1533,6 +1587,7 @@ impl ContextScanner {
             id_at: None,
             name_at: None,
             address_at: None,
+            place_verb_at: None,
             flags: RiskFlags::NONE,
         }
     }
@@ -1657,6 +1712,9 @@ impl ContextScanner {
         if cur.is(b"address") {
             self.address_at = Some(n);
         }
+        if cur.in_list(Lex::PLACE_VERB) {
+            self.place_verb_at = Some(n);
+        }
         // Names: two or three capitalised words near a personal-context word.
         if cur.cap && !cur.start && (self.cap_run == 0 || p1.after == '\0') {
             self.cap_run += 1;
@@ -1722,6 +1780,41 @@ impl ContextScanner {
                 // Hungarian "Wesselényi u. 94", "hegyalja út 98", "Kossuth utca 12".
                 || p1.is(b"u") && p1.after == '.' && p2.cap
                 || (p1.is(b"ut") && p1.accent || p1.is(b"utca")) && p2.letters >= 3)
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        // A street name of two capitalised words (or two joined by "and" or a particle such
+        // as "de") and a house number of 2 to 5 digits, at most eight words after a place
+        // verb: "lives on the north side of Joaquin Suarez 2906", "return to Leon and
+        // Eyrarodda 66". Neither name word starts a sentence or is a month ("moved in.
+        // On June 12", "delivered on Friday, May 15").
+        let street_name =
+            |w: Word| w.cap && !w.start && w.letters >= 3 && w.after == '\0' && !is_month(w.text());
+        if cur.house_number()
+            && (2..=5).contains(&cur.digits)
+            && !(cur.digits == 4 && looks_like_year(c))
+            && Self::within(self.place_verb_at, n, 8)
+            && street_name(p1)
+            && !p1.in_list(Lex::HONORIFIC | Lex::OPENER)
+            && !is_document_part(p1_cue)
+            && (street_name(p2) && !p2.in_list(Lex::HONORIFIC | Lex::OPENER)
+                || (p2.is(b"and") || is_name_particle(p2.text())) && street_name(p3))
+        {
+            f |= RiskFlags::ADDRESS;
+        }
+        // "the early shows on Berg Hills Street": a street named by two capitalised words
+        // after "on", "at" or "in", without a house number (one word is too often a
+        // landmark: "on Wall Street").
+        if cur.cap
+            && matches!(c, b"street" | b"avenue" | b"road" | b"boulevard" | b"lane")
+            && p1.cap
+            && p1.after == '\0'
+            && p2.cap
+            && !p2.start
+            && p2.after == '\0'
+            && p2.letters >= 2
+            && !p2.in_list(Lex::HONORIFIC)
+            && matches!(p3.text(), b"on" | b"at" | b"in")
         {
             f |= RiskFlags::ADDRESS;
         }
@@ -2861,6 +2954,10 @@ mod tests {
             "meet me at 2417 lindholm 6, oslo",
             "The bus station is on Halvard Berge 41",
             "The restaurant is at 8812 19 Odos Lykou",
+            "He lives on the north side of Joaquin Suarez 2906.",
+            "Please return to Leon and Eyrarodda 66 in case of an issue.",
+            "The parcel was shipped to Rua da Prata 118 yesterday.",
+            "The early shows on Berg Hills Street were important to them.",
             "Avda. Costa Brava 14",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
@@ -2878,6 +2975,14 @@ mod tests {
             "In 2004 Athens hosted the games.",
             "Sales in Boston 1998 and in Denver 2004 rose.",
             "Meet me at 10 tomorrow.",
+            "The daughter moved into the house on May 2, 2001. On June 1 it was sold.",
+            "He agreed to deliver the painting on Friday April 15.",
+            "The return mirror is on Mt. San Antonio 35377 meters away.",
+            "They live near Lake Tahoe 3 months a year.",
+            "The team moved to a new stadium; Green Bay 1996 was the peak.",
+            "We walked on Wall Street and Pennsylvania Avenue.",
+            "Every time you buy ice cream from the Yellow Brick Road ice cream parlor",
+            "Find Miss Lane's adjusted gross income.",
             "It was founded in Kongo, 1512 and in New Spain 1521.",
             "The peak in Figure 12 340 is sharp.",
             "A 10-kVA, 2400-240-V transformer in Plant B 2400-240 runs hot.",
@@ -3019,13 +3124,14 @@ mod tests {
 
     #[test]
     fn every_listed_word_is_found_in_its_table() {
-        let lists: [(&[&[u8]], u16); 6] = [
+        let lists: [(&[&[u8]], u16); 7] = [
             (HONORIFICS, Lex::HONORIFIC),
             (STREET_WORDS, Lex::STREET),
             (PERSONAL_CONTEXT, Lex::PERSONAL),
             (SENTENCE_OPENERS, Lex::OPENER),
             (RELATIVES, Lex::RELATIVE),
             (ID_DOCUMENTS, Lex::ID_DOCUMENT),
+            (PLACE_VERBS, Lex::PLACE_VERB),
         ];
         for (words, bit) in lists {
             for &w in words {

@@ -193,7 +193,8 @@ pub struct CompressionConfig {
     /// most 4096): the other lines of an address, the name above it, the answer after a
     /// question, the words that tell a PII model what a number is. The unbroken run of short
     /// lines around a sentence with a personal-data cue other than a name (the rest of its
-    /// record) is kept before the sentences flagged only as names; the rest comes after them.
+    /// record, with a short sentence that starts or ends a longer line at either end of it)
+    /// is kept before the sentences flagged only as names; the rest comes after them.
     pub pii_context_tokens: u32,
     /// Soft cap on sentence length in bytes, 64..=65536 (default 480): longer sentences are
     /// cut at the next whitespace, whitespace-free runs after a third of it.
@@ -256,6 +257,9 @@ fn err(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
 /// Longest line (centi-tokens) that personal-data context reaches across a blank line (a
 /// line holding one short sentence).
 const SHORT_LINE_CENTI: u32 = 1600;
+/// A sentence of at most this many centi-tokens (4 tokens) inside a line of a personal-data
+/// record is a fragment of it ("18." in "Belgrád rkp. 18. Apt. 417").
+const FRAGMENT_CENTI: u32 = 400;
 
 /// How one step of the risk-first selection picks sentences of its tier.
 #[derive(Debug, Clone, Copy)]
@@ -1147,7 +1151,9 @@ impl PromptBuilder {
     /// around every flagged sentence (earliest first), then distance 2, and so on, each side
     /// until its allowance is used; see [`CompressionConfig::risk_context_tokens`]. With
     /// `record_lines`, only the unbroken run of short lines around a personal-data sentence
-    /// (the rest of its record: no blank line crossed, within `pii_context_tokens`).
+    /// (the rest of its record: no blank line crossed, within `pii_context_tokens`); a
+    /// short sentence that starts or ends a longer line, and a fragment of a few tokens
+    /// inside a line, count as lines of the record.
     fn context_order(&self, sel: &[bool], tier: RiskFlags, record_lines: bool) -> Vec<usize> {
         /// How far one side of an anchor may still grow: centi-tokens left, and whether it
         /// may cross blank lines.
@@ -1194,10 +1200,9 @@ impl PromptBuilder {
         // Whether context may step between sentences `i` and `i + 1` to reach sentence
         // `to` (one of the two). Personal-data context crosses a blank line only to a short
         // line: the name above an address block, the country line below it.
-        let short_line = |t: usize| {
-            let Some(s) = self.sentences.get(t) else {
-                return false;
-            };
+        // A sentence's token estimate, and whether it starts and ends its line.
+        let line_edges = |t: usize| {
+            let s = self.sentences.get(t)?;
             let starts = t
                 .checked_sub(1)
                 .and_then(|k| self.sentences.get(k))
@@ -1207,7 +1212,19 @@ impl PromptBuilder {
                     .sentences
                     .get(t + 1)
                     .is_none_or(|n| n.segment != s.segment);
-            s.centi <= SHORT_LINE_CENTI && starts && ends
+            Some((s.centi, starts, ends))
+        };
+        let short_line = |t: usize| {
+            line_edges(t).is_some_and(|(c, starts, ends)| c <= SHORT_LINE_CENTI && starts && ends)
+        };
+        // A piece of a record: a short line; a short sentence that starts or ends a longer
+        // line ("It's in <street line>" above an address block, "New Zealand. Please call
+        // me" below it); or a fragment inside a line, such as a number the segmenter split
+        // off ("18." in "Belgrád rkp. 18. Apt. 417").
+        let record_piece = |t: usize| {
+            line_edges(t).is_some_and(|(c, starts, ends)| {
+                c <= SHORT_LINE_CENTI && (starts || ends) || c <= FRAGMENT_CENTI
+            })
         };
         let adjacent = |i: usize, to: usize, side: Side| match (
             self.sentences.get(i),
@@ -1216,7 +1233,7 @@ impl PromptBuilder {
             (Some(a), Some(b)) if record_lines => {
                 a.segment == b.segment
                     && !a.ws_blank
-                    && short_line(to)
+                    && record_piece(to)
                     && matches!(side, Side::Open { .. })
             }
             (Some(a), Some(b)) => {

@@ -772,6 +772,58 @@ fn address_records_keep_their_lines_ahead_of_names_elsewhere() {
 }
 
 #[test]
+fn address_records_take_line_pieces_and_fragments() {
+    // An address that starts after other sentences on its first line and ends before one
+    // on its last, and one whose house number the segmenter split off ("18."): the piece of
+    // each such line next to the record and the fragment belong to the record; a longer
+    // sentence inside a line and anything past a blank line do not, and the budget still
+    // holds both records.
+    let names: Vec<String> = (0..12)
+        .map(|k| format!("Mr. Samuels{k} bought {k} shares of stock at the round lot price."))
+        .collect();
+    let text = format!(
+        "{}\n\nWe spoke on Monday. The line was bad and we lost the call twice. It's at 42 \
+         Harbour Street\nPortsmouth\nUnited Kingdom. Please ring the bell twice.\n\n\
+         Owens, Duran and Oneal\n\n12521 Belgrád rkp. 18. Apt. 417 Csipkerek Vas\n\n{}",
+        names[..6].join("\n\n"),
+        names[6..].join("\n\n"),
+    );
+    let b = build(&cfg(64), &[&text]);
+    let at = |needle: &str| {
+        b.sentences
+            .iter()
+            .position(|s| b.text[s.start..s.end].contains(needle))
+            .unwrap()
+    };
+    let mut sel = vec![false; b.sentences.len()];
+    sel[at("Harbour Street")] = true;
+    sel[at("Apt. 417")] = true;
+    let lines: Vec<&str> = b
+        .context_order(&sel, RiskFlags::ADDRESS, true)
+        .into_iter()
+        .map(|i| &b.text[b.sentences[i].start..b.sentences[i].end])
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            "Portsmouth",
+            "18.",
+            "United Kingdom.",
+            "12521 Belgrád rkp.",
+            "Please ring the bell twice."
+        ]
+    );
+    let r = b.finish(&[]);
+    for line in [
+        "It's at 42 Harbour Street\nPortsmouth\nUnited Kingdom.",
+        "12521 Belgrád rkp. 18. Apt. 417 Csipkerek Vas",
+    ] {
+        assert!(r.text.contains(line), "{line:?} missing from {}", r.text);
+    }
+    assert!(!r.text.contains("The line was bad"), "{}", r.text);
+}
+
+#[test]
 fn long_prompts_are_pruned_while_streaming_and_keep_guarantees() {
     let mut c = cfg(256);
     c.max_ranked_sentences = 64;

@@ -1224,6 +1224,50 @@ fn is_street_suffix(w: &[u8]) -> bool {
             | b"cove"
             | b"creek"
             | b"estates"
+            // Place-like ones, common in generated and real addresses ("119 Nino Point",
+            // "71 Berg Hills").
+            | b"point"
+            | b"points"
+            | b"port"
+            | b"hill"
+            | b"hills"
+            | b"flats"
+            | b"falls"
+            | b"springs"
+            | b"pines"
+            | b"plains"
+            | b"shore"
+            | b"shores"
+            | b"valley"
+            | b"village"
+            | b"ville"
+            | b"mill"
+            | b"mills"
+            | b"harbor"
+            | b"harbour"
+            | b"haven"
+            | b"brook"
+            | b"brooks"
+            | b"canyon"
+            | b"cliffs"
+            | b"crest"
+            | b"dale"
+            | b"ferry"
+            | b"ford"
+            | b"forge"
+            | b"forks"
+            | b"fort"
+            | b"inlet"
+            | b"islands"
+            | b"knolls"
+            | b"lake"
+            | b"lakes"
+            | b"mountain"
+            | b"prairie"
+            | b"ranch"
+            | b"rapids"
+            | b"shoals"
+            | b"summit"
     )
 }
 
@@ -1819,8 +1863,15 @@ impl ContextScanner {
             f |= RiskFlags::ADDRESS;
         }
         // "22 Pollen Crescent", "41 Popović Dam": a house number, a capitalised name and a
-        // capitalised street suffix that is too common a word to count on its own.
-        if cur.cap && p1.cap && !p1.start && self.back(2).house_number() && is_street_suffix(c) {
+        // capitalised street suffix that is too common a word to count on its own; not a
+        // numbered part of a document ("Chapter 3 Lake Point").
+        if cur.cap
+            && p1.cap
+            && !p1.start
+            && self.back(2).house_number()
+            && is_street_suffix(c)
+            && !is_document_part(self.back(3).text())
+        {
             f |= RiskFlags::ADDRESS;
         }
         // A street line of an address block: a line that starts with a house number, one or
@@ -2930,6 +2981,8 @@ mod tests {
             "Our offices are located at Piroska u. 97.",
             "pedestrians must enter on hegyalja út 98.",
             "The title refers to 22 Pollen Crescent in Fitzroy.",
+            "It's in Λεωφόρος Συγγρού 119 Nino Point",
+            "We moved to 48 Cedar Hills last spring.",
             // The lines of an address block, each scanned on its own.
             "4417 Lindholm 28",
             "> 210 Marken Vesterby 51",
@@ -2966,6 +3019,7 @@ mod tests {
             "In 1990 Green Bay won the title.",
             "Table 3 Close the valve before reading.",
             "Figure 2 Walk",
+            "Chapter 3 Lake Point is a novel.",
             "3 Table 4",
             "Alcohol 0.8 2.4 Benzine 0.88 1.36",
             "0.6 Glycine 2.34 9.60",

@@ -1388,11 +1388,11 @@ fn looks_like_year(d: &[u8]) -> bool {
     matches!(d, [b'1', ..] | [b'2', b'0', ..]) && d.len() == 4
 }
 
-/// Compound street names ("Koskikatu", "Mellemvej", "Hauptstraße").
+/// Compound street names ("Koskikatu", "Mellemvej", "Hauptstraße", "Hammarvägen").
 fn street_compound(w: &[u8]) -> bool {
-    const SUFFIXES: [&[u8]; 16] = [
+    const SUFFIXES: [&[u8]; 18] = [
         b"strasse", b"strase", b"gasse", b"weg", b"vej", b"vei", b"veien", b"gata", b"gatan",
-        b"gade", b"katu", b"kuja", b"tie", b"straat", b"laan", b"vegur",
+        b"gade", b"katu", b"kuja", b"tie", b"straat", b"laan", b"vegur", b"vagen", b"vegen",
     ];
     // Most words are rejected on their last three letters alone.
     let tail = match w {
@@ -1416,6 +1416,7 @@ fn street_compound(w: &[u8]) -> bool {
             | b"aat"
             | b"aan"
             | b"gur"
+            | b"gen"
     ) {
         return false;
     }
@@ -1817,6 +1818,9 @@ impl ContextScanner {
                     && p1.cap
                     && p2.after == '\0'
                     && !matches!(p3.text(), b"st" | b"dr")
+                // Spanish "C/ Señores Curas 88", "C/ Mayor 5" (calle).
+                || p3.is(b"c") && p3.cap && p3.after == '/' && p2.cap && p1.cap
+                || p2.is(b"c") && p2.cap && p2.after == '/' && p1.cap
                 || matches!(p2.text(), b"fpo" | b"apo" | b"dpo")
                 // Polish "ul. Słowicza 10", "ul. Więckowskiego Stefana 28".
                 || p2.is(b"ul") && p2.after == '.' && p1.cap
@@ -1874,10 +1878,12 @@ impl ContextScanner {
         {
             f |= RiskFlags::ADDRESS;
         }
-        // A street line of an address block: a line that starts with a house number, one or
-        // two capitalised words and a number of 2 to 4 digits ("4596 Tylova 285", "5551
-        // Tjalling Harkeswei 125"), unless the words name a part of a document ("3 Table
-        // 4"). A one-digit number is left out: it is often the integer part of a decimal
+        // A street line of an address block: a line (or a part after a label and a colon,
+        // or after a name and a comma: "at Locavore, 641 Dašická 688") that starts with a
+        // house number, one or two capitalised words and a number of 2 to 4 digits ("4596
+        // Tylova 285", "5551 Tjalling Harkeswei 125"), unless the words name a part of a
+        // document ("3 Table 4"). A number before the comma is a thousands group ("$22,150
+        // Accounts Payable $28,500"). A one-digit number is left out: it is often the integer part of a decimal
         // ("Alanine 2.34"), and the word scanner does not yet see what follows it.
         let (name, first, before) = if p2.cap && p2.after == '\0' && !p2.numeric() {
             (p2, p3, self.back(4))
@@ -1891,7 +1897,7 @@ impl ContextScanner {
             && p1.after == '\0'
             && name.letters >= 3
             && first.house_number()
-            && (first.line || before.after == ':')
+            && (first.line || before.after == ':' || before.after == ',' && !before.numeric())
             && first.after == '\0'
             && !is_document_part(p1.text())
             && !is_document_part(name.text())
@@ -2987,6 +2993,7 @@ mod tests {
             "4417 Lindholm 28",
             "> 210 Marken Vesterby 51",
             "My new address: 87 Halvorsen 14",
+            "We'll meet Tuesday at Locavore, 641 Dašická 688, Turkovice u Prelouce",
             "Norway 40121",
             "New Zealand 63025",
             "Cyprus (Greek) 48120",
@@ -3012,6 +3019,8 @@ mod tests {
             "The parcel was shipped to Rua da Prata 118 yesterday.",
             "The early shows on Berg Hills Street were important to them.",
             "Avda. Costa Brava 14",
+            "The title refers to C/ Señores Curas 88 street in Villafranca del Cid.",
+            "Can you please validate the following? Cinzia and Hammarvägen 15",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
         }
@@ -3019,6 +3028,9 @@ mod tests {
             "In 1990 Green Bay won the title.",
             "Table 3 Close the valve before reading.",
             "Figure 2 Walk",
+            "Nitrogen 14 and Oxygen 16 are isotopes.",
+            "Mix solution A/C Buffer 25 times.",
+            "Cash $22,150 Accounts Payable $28,500 Notes Payable 20,000",
             "Chapter 3 Lake Point is a novel.",
             "3 Table 4",
             "Alcohol 0.8 2.4 Benzine 0.88 1.36",

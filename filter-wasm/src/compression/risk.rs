@@ -1825,9 +1825,11 @@ impl ContextScanner {
                 // Polish "ul. Słowicza 10", "ul. Więckowskiego Stefana 28".
                 || p2.is(b"ul") && p2.after == '.' && p1.cap
                 || p3.is(b"ul") && p3.after == '.' && p2.cap && p1.cap
-                // Hungarian "Wesselényi u. 94", "hegyalja út 98", "Kossuth utca 12".
+                // Hungarian "Wesselényi u. 94", "hegyalja út 98", "Kossuth utca 12", "Árpád
+                // fejedelem útja 62".
                 || p1.is(b"u") && p1.after == '.' && p2.cap
-                || (p1.is(b"ut") && p1.accent || p1.is(b"utca")) && p2.letters >= 3)
+                || ((p1.is(b"ut") || p1.is(b"utja")) && p1.accent || p1.is(b"utca"))
+                    && p2.letters >= 3)
         {
             f |= RiskFlags::ADDRESS;
         }
@@ -2986,6 +2988,7 @@ mod tests {
             "Send it to ul. Więckowskiego Stefana 28",
             "Our offices are located at Piroska u. 97.",
             "pedestrians must enter on hegyalja út 98.",
+            "The bus drops you off at 518 Árpád fejedelem útja 62. St.",
             "The title refers to 22 Pollen Crescent in Fitzroy.",
             "It's in Λεωφόρος Συγγρού 119 Nino Point",
             "We moved to 48 Cedar Hills last spring.",
@@ -3028,6 +3031,7 @@ mod tests {
             "In 1990 Green Bay won the title.",
             "Table 3 Close the valve before reading.",
             "Figure 2 Walk",
+            "The utja 62 site and the ut 98 road.",
             "Nitrogen 14 and Oxygen 16 are isotopes.",
             "Mix solution A/C Buffer 25 times.",
             "Cash $22,150 Accounts Payable $28,500 Notes Payable 20,000",

@@ -205,16 +205,18 @@ fn scan_patterns(text: &str, lead: &[u8]) -> RiskFlags {
     let mut has_digit = false;
     let mut has_at = false;
     let mut has_colon = false;
+    let mut has_bracket = false;
     for &x in b {
         has_digit |= x.is_ascii_digit();
         has_at |= x == b'@';
         has_colon |= x == b':';
+        has_bracket |= matches!(x, b'[' | b'(' | b'{' | b'<');
     }
     let mut f = RiskFlags::NONE;
     if has_digit && has_full_date(b) {
         f |= RiskFlags::IDENTITY;
     }
-    if has_at && has_email(b) {
+    if has_at && has_email(b) || (has_at || has_bracket) && has_spelled_email(b) {
         f |= RiskFlags::EMAIL;
     }
     if has_digit {
@@ -280,6 +282,73 @@ fn has_email(b: &[u8]) -> bool {
     false
 }
 
+/// Whether `b` spells out an e-mail address: `at` in brackets between two words
+/// ("jane.doe [at] example [dot] com", "jane(at)example.com"), or `@` and a word followed
+/// by a spelled `dot` ("jane@example dot com"). The daemon's pattern checks the whole
+/// shape; a cue is enough to keep the sentence.
+fn has_spelled_email(b: &[u8]) -> bool {
+    let word_before = |k: usize| {
+        let mut j = k;
+        while j > 0 && at(b, j - 1) == b' ' {
+            j -= 1;
+        }
+        j > 0 && at(b, j - 1).is_ascii_alphanumeric()
+    };
+    // A domain after `k`: a word, then a dot, a bracketed `dot` or a spelled one.
+    let domain_after = |k: usize| {
+        let mut j = k;
+        while at(b, j) == b' ' {
+            j += 1;
+        }
+        let w = j;
+        while at(b, j).is_ascii_alphanumeric() || at(b, j) == b'-' {
+            j += 1;
+        }
+        if j == w {
+            return false;
+        }
+        if at(b, j) == b'.' && at(b, j + 1).is_ascii_alphabetic() {
+            return true;
+        }
+        while at(b, j) == b' ' {
+            j += 1;
+        }
+        let dot = |k: usize| {
+            at(b, k + 1).eq_ignore_ascii_case(&b'd')
+                && at(b, k + 2).eq_ignore_ascii_case(&b'o')
+                && at(b, k + 3).eq_ignore_ascii_case(&b't')
+        };
+        matches!(at(b, j), b'[' | b'(' | b'{' | b'<') && dot(j)
+            || j > 0 && at(b, j - 1) == b' ' && dot(j - 1) && at(b, j + 3) == b' '
+    };
+    (0..b.len()).any(|i| {
+        let close = match at(b, i) {
+            b'[' => b']',
+            b'(' => b')',
+            b'{' => b'}',
+            b'<' => b'>',
+            b'@' => {
+                // "@example dot com"
+                let mut j = i + 1;
+                while at(b, j).is_ascii_alphanumeric() || at(b, j) == b'-' {
+                    j += 1;
+                }
+                return j > i + 1
+                    && word_before(i)
+                    && b.get(j..j + 5)
+                        .is_some_and(|w| w.eq_ignore_ascii_case(b" dot "))
+                    && at(b, j + 5).is_ascii_alphabetic();
+            }
+            _ => return false,
+        };
+        at(b, i + 1).eq_ignore_ascii_case(&b'a')
+            && at(b, i + 2).eq_ignore_ascii_case(&b't')
+            && at(b, i + 3) == close
+            && word_before(i)
+            && domain_after(i + 4)
+    })
+}
+
 // ---------------------------------------------------------------- digit runs
 
 /// Scans runs of digits and separators for card, SSN and phone shapes.
@@ -317,6 +386,11 @@ struct DigitRun {
     simple_seps: bool,
     /// Separators are all a single dot (IPv4 addresses and version numbers).
     dots_only: bool,
+    /// Some separator is an underscore (`4111_1111_1111_1111`); only a card number is
+    /// written so.
+    underscore: bool,
+    /// Separators are all a single underscore.
+    underscores_only: bool,
     digits: [u8; 24],
     ndigits: usize,
     overflow: bool,
@@ -337,6 +411,8 @@ impl DigitRun {
             sep: 0xFF,
             simple_seps: true,
             dots_only: true,
+            underscore: false,
+            underscores_only: true,
             digits: [0; 24],
             ndigits: 0,
             overflow: false,
@@ -375,9 +451,10 @@ impl DigitRun {
                 r.overflow = true;
             }
             r.end = j;
-            // A separator: ")", ") ", " ", "-", ".", " - ", at most 3 bytes.
+            // A separator: ")", ") ", " ", "-", ".", "_", " - ", at most 3 bytes.
             let s0 = j;
-            while j < b.len() && j - s0 < 3 && matches!(at(b, j), b' ' | b'-' | b'.' | b')') {
+            while j < b.len() && j - s0 < 3 && matches!(at(b, j), b' ' | b'-' | b'.' | b')' | b'_')
+            {
                 j += 1;
             }
             let sep = b.get(s0..j).unwrap_or_default();
@@ -385,6 +462,8 @@ impl DigitRun {
                 break;
             }
             r.dots_only &= sep == b".";
+            r.underscore |= sep.contains(&b'_');
+            r.underscores_only &= sep == b"_";
             dot_sep |= sep == b".";
             space_sep |= sep.contains(&b' ');
             let one = if let [x @ (b' ' | b'-')] = sep {
@@ -446,8 +525,14 @@ impl DigitRun {
         if g == [3, 2, 4] && (self.sep == b'-' || self.sep == b' ') && valid_ssn(digits) {
             f |= RiskFlags::SSN;
         }
+        if self.underscore && !(self.underscores_only && self.ngroups >= 3) {
+            return RiskFlags::NONE;
+        }
+        // Dots or underscores between three or more groups (`4111.1111.1111.1111`): an
+        // IPv4 address has at most 12 digits, a decimal number one dot.
+        let grouped = (self.dots_only || self.underscores_only) && self.ngroups >= 3 && n >= 13;
         if (12..=19).contains(&n)
-            && self.simple_seps
+            && (self.simple_seps || grouped)
             && !self.plus
             && luhn(digits)
             && digits.windows(2).any(|w| w.first() != w.last())
@@ -455,6 +540,7 @@ impl DigitRun {
             f |= RiskFlags::CARD;
         }
         if f.is_empty()
+            && !self.underscore
             && !self.decimal_list
             && !self.round_list()
             && (self.is_phone() || cue && self.is_cued_phone())
@@ -2796,10 +2882,37 @@ mod tests {
             "Luhn fails"
         );
         assert!(!has("0000 0000 0000 0000", RiskFlags::CARD));
+        // Dots or underscores alone between four groups.
+        assert!(has("card 4111.1111.1111.1111 ok", RiskFlags::CARD));
+        assert!(has("card 4111_1111_1111_1111 ok", RiskFlags::CARD));
+        assert!(!has("card 4111_1111.1111_1111 ok", RiskFlags::CARD));
+        assert!(!has("pi 3.14159265358979 ok", RiskFlags::CARD));
+        assert!(!has("ip 192.168.100.200 ok", RiskFlags::CARD));
+        assert!(scan("id_4111_1111 and 555_123_4567").is_empty());
         assert!(has("SSN 123-45-6789.", RiskFlags::SSN));
         assert!(!has("SSN 666-45-6789", RiskFlags::SSN));
         assert!(!has("SSN 123-00-6789", RiskFlags::SSN));
         assert!(!has("id 923-45-6789", RiskFlags::SSN));
+    }
+
+    #[test]
+    fn spelled_out_emails() {
+        for text in [
+            "write to jane.doe [at] example [dot] com",
+            "jane(at)example.co.uk",
+            "JANE {AT} EXAMPLE {DOT} ORG",
+            "reach me: jdoe@example dot com",
+        ] {
+            assert!(has(text, RiskFlags::EMAIL), "{text}");
+        }
+        for text in [
+            "look at this dot com bubble",
+            "the function f(at) is smooth",
+            "a list [at least three] of items",
+            "@ dot com",
+        ] {
+            assert!(!has(text, RiskFlags::EMAIL), "{text}");
+        }
     }
 
     #[test]

@@ -136,6 +136,13 @@ pub struct LimitsConfig {
     /// jailbreak scores 0.95 alone, 0.68 after "Can you help me with my homework?"); its
     /// own sentences are not. Texts scoring below it cost no extra encoder pass. 1: off.
     pub jailbreak_sentences_from: f32,
+    /// Jailbreak: most other readings of each text scored besides the text as written
+    /// (0..=8), each costing as many encoder windows as the text: the text with invisible
+    /// characters as spaces, then as written, each with look-alike letters folded and
+    /// encoded payloads decoded, then each kind of invisible character spaced alone. A text
+    /// with none of these has no other reading; the bound keeps a text that holds all of
+    /// them from costing more than `1 + max_readings` times a plain one.
+    pub max_readings: usize,
 }
 
 impl Default for LimitsConfig {
@@ -146,6 +153,7 @@ impl Default for LimitsConfig {
             window_overlap: 64,
             max_windows: 64,
             jailbreak_sentences_from: 0.3,
+            max_readings: 3,
         }
     }
 }
@@ -289,6 +297,9 @@ impl DaemonConfig {
                 "limits.jailbreak_sentences_from",
                 "must be in 0..=1 (1: off)",
             ));
+        }
+        if l.max_readings > 8 {
+            return Err(invalid("limits.max_readings", "must be in 0..=8"));
         }
         let b = &self.batching;
         if b.max_batch == 0 || b.max_batch > 256 {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
 use crate::confusable::{ascii_forms, latin_reading};
-use crate::encoded::encoded_readings;
+use crate::encoded::encoded_reading;
 use crate::invisible::{blank_invisible, spaced_readings};
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::{softmax, LinearHead};
@@ -368,7 +368,7 @@ impl Engine {
                         (Part::Text, &input.text),
                         (Part::ScanText, &input.scan_text),
                     ] {
-                        for reading in jailbreak_readings(text) {
+                        for reading in jailbreak_readings(text, self.limits.max_readings) {
                             let tok = encoder.tokenizer.tokenize(&reading)?;
                             parts.push((part, Cow::Owned(reading), tok, true));
                         }
@@ -523,12 +523,13 @@ impl Engine {
                     };
                 if !is_domain {
                     // The jailbreak also scores each text's other readings (invisible
-                    // characters as spaces, look-alike letters as Latin; offsets
-                    // unchanged), where there are any.
+                    // characters as spaces, look-alike letters as Latin, encoded payloads
+                    // decoded; offsets unchanged), where there are any.
+                    let max = self.limits.max_readings;
                     let spaced: Vec<(Part, Cow<'_, str>)> = texts
                         .iter()
                         .flat_map(|(part, t)| {
-                            jailbreak_readings(t)
+                            jailbreak_readings(t, max)
                                 .into_iter()
                                 .map(|s| (*part, Cow::Owned(s)))
                         })
@@ -734,8 +735,11 @@ impl Engine {
                 if self.pii.patterns {
                     let blanked = blank_invisible(text);
                     ents.extend(pii::patterns::find(&blanked));
-                    // Fullwidth forms and other scripts' digits, read as ASCII.
-                    if let Some((folded, map)) = ascii_forms(&blanked) {
+                    // Fullwidth forms, other scripts' digits and tag characters, read as
+                    // ASCII (before the other invisible characters are blanked, which
+                    // keeps every offset).
+                    if let Some((folded, map)) = ascii_forms(text) {
+                        let folded = blank_invisible(&folded);
                         ents.extend(pii::patterns::find(&folded).into_iter().filter_map(
                             |mut e| {
                                 e.start = *map.get(e.start)?;
@@ -879,19 +883,35 @@ fn window_sentences(
     sentences
 }
 
-/// The readings of `text` the jailbreak signal scores besides the text as written, each
-/// with the same length and byte offsets: its [`spaced_readings`] (invisible characters),
-/// the [`latin_reading`] (look-alike letters) of the text and of each spaced reading, so
-/// that both tricks together are undone too, and its [`encoded_readings`] (base64, hex
-/// and leetspeak payloads decoded). Empty for plain text.
-fn jailbreak_readings(text: &str) -> Vec<String> {
-    let mut readings = spaced_readings(text);
-    let folded: Vec<String> = std::iter::once(text)
-        .chain(readings.iter().map(String::as_str))
-        .filter_map(latin_reading)
-        .collect();
-    readings.extend(folded);
-    readings.extend(encoded_readings(text));
+/// The readings of `text` the jailbreak signal scores besides the text as written, at most
+/// `max` of them, each with the same length and byte offsets. Each comes from a base (the
+/// text with every invisible character as spaces, the text as written, then the text with
+/// each kind of invisible character alone as spaces: see [`spaced_readings`]) with its
+/// look-alike letters folded ([`latin_reading`]) and its encoded payloads decoded
+/// ([`encoded_reading`]), so that the tricks together are undone too; bases that read as
+/// the text itself are left out. Empty for plain text.
+fn jailbreak_readings(text: &str, max: usize) -> Vec<String> {
+    if max == 0 {
+        return Vec::new();
+    }
+    let mut spaced = spaced_readings(text).into_iter();
+    let all_spaced = spaced.next();
+    let bases = all_spaced
+        .into_iter()
+        .map(Cow::Owned)
+        .chain(std::iter::once(Cow::Borrowed(text)))
+        .chain(spaced.map(Cow::Owned));
+    let mut readings: Vec<String> = Vec::new();
+    for base in bases {
+        let folded = latin_reading(&base).map_or(base, Cow::Owned);
+        let read = encoded_reading(&folded).map_or(folded, Cow::Owned);
+        if read != text && !readings.iter().any(|r| *r == *read) {
+            readings.push(read.into_owned());
+            if readings.len() == max {
+                break;
+            }
+        }
+    }
     readings
 }
 

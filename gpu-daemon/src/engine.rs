@@ -704,6 +704,7 @@ impl Engine {
                 model_entities[d.req].extend(
                     ents.into_iter()
                         .filter(|e| e.score >= self.pii.min_score)
+                        .filter(|e| !pii::in_machine_identifier(d.text, e.start, e.end))
                         .map(|entity| PiiOutput {
                             entity,
                             part: d.part,

@@ -63,6 +63,44 @@ pub fn canonical_model_type(label: &str) -> Option<&'static str> {
     })
 }
 
+/// Shortest run of hex digits read as a machine identifier by
+/// [`in_machine_identifier`]: 16 digits, beyond any licence, passport or tax number format.
+pub const MIN_IDENTIFIER_HEX_DIGITS: usize = 16;
+
+/// Whether the span `start..end` of `text` lies inside a machine identifier: a run of hex
+/// digits and hyphens holding at least [`MIN_IDENTIFIER_HEX_DIGITS`] digits, a letter
+/// `a`-`f` and a decimal digit, all letters in one case (a git commit, a SHA-256 digest, a
+/// UUID, an API request id). The PII model reads such runs as licence, tax or account
+/// numbers; a person's number is not written so. Patterns (cards, IBANs...) are not
+/// filtered by this.
+pub fn in_machine_identifier(text: &str, start: usize, end: usize) -> bool {
+    let b = text.as_bytes();
+    let part = |x: &u8| x.is_ascii_hexdigit() || *x == b'-';
+    if start >= end || !b.get(start..end).is_some_and(|s| s.iter().all(part)) {
+        return false;
+    }
+    let mut a = start;
+    while a > 0 && b.get(a - 1).is_some_and(part) {
+        a -= 1;
+    }
+    let mut z = end;
+    while b.get(z).is_some_and(part) {
+        z += 1;
+    }
+    // The run stands alone: not glued to other letters or digits.
+    if a > 0 && b.get(a - 1).is_some_and(u8::is_ascii_alphanumeric)
+        || b.get(z).is_some_and(u8::is_ascii_alphanumeric)
+    {
+        return false;
+    }
+    let run = b.get(a..z).unwrap_or_default();
+    let digits = run.iter().filter(|x| x.is_ascii_hexdigit()).count();
+    let lower = run.iter().any(|x| matches!(x, b'a'..=b'f'));
+    let upper = run.iter().any(|x| matches!(x, b'A'..=b'F'));
+    let decimal = run.iter().any(u8::is_ascii_digit);
+    digits >= MIN_IDENTIFIER_HEX_DIGITS && (lower != upper) && decimal
+}
+
 /// Merges model and pattern entities: where spans overlap, a validated
 /// pattern wins over the model, then the longer span wins. Output is sorted
 /// by start offset and free of overlaps.
@@ -93,6 +131,27 @@ mod tests {
             score: 0.9,
             source,
         }
+    }
+
+    #[test]
+    fn machine_identifiers_are_no_personal_numbers() {
+        let at = |text: &str, part: &str| {
+            let s = text.find(part).expect("part");
+            in_machine_identifier(text, s, s + part.len())
+        };
+        let t = "revert 9fceb02d0ae598e95dc970b74767f19372d61af8 on main";
+        assert!(at(t, "9fceb02d0ae598e95dc970b74767f19372d61af8"));
+        assert!(at(t, "9fceb02d0ae598e9"), "part of the run");
+        let t = "id 123e4567-e89b-12d3-a456-426614174000 failed";
+        assert!(at(t, "123e4567-e89b-12d3"));
+        // Licence, tax and account numbers: short, decimal only, or glued to letters.
+        assert!(!at("licence D1234567 issued", "D1234567"));
+        assert!(!at(
+            "account 12345678901234567890 ok",
+            "12345678901234567890"
+        ));
+        assert!(!at("ref X9fceb02d0ae598e95dc9 ok", "9fceb02d0ae598e95dc9"));
+        assert!(!at("passport C01X00T47 ok", "C01X00T47"));
     }
 
     #[test]

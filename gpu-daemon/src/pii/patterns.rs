@@ -18,6 +18,7 @@ struct Patterns {
     iban_lower: Regex,
     ssn: Regex,
     phone: Regex,
+    phone_intl: Regex,
     ipv4: Regex,
     ipv6: Regex,
 }
@@ -40,6 +41,9 @@ fn patterns() -> &'static Patterns {
             // A phone number stays on one line; its first group has 2-4 digits, or 5
             // after a trunk prefix 0 (UK "07700 900 123").
             phone: re(r"(?:\+\d{1,3}[ \t.-]?)?(?:\(\d{1,4}\)[ \t.-]?)?(?:0\d{4}|\d{2,4})(?:[ \t.-]\d{2,4}){1,4}(?:[ \t]?(?:x|ext\.?)[ \t]?\d{1,5})?\b"),
+            // International form with a subscriber number of up to 8 digits and an optional
+            // "(0)" trunk prefix: "+49 30 1234567", "+49 (0)30 1234567", "+33612345678".
+            phone_intl: re(r"\+\d{1,3}[ \t.-]?(?:\(0\)[ \t.-]?)?\d{1,5}(?:[ \t.-]?\d{2,8}){0,3}\b"),
             ipv4: re(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"),
             ipv6: re(r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%[0-9a-z]+)?"),
         }
@@ -374,15 +378,21 @@ pub fn find(text: &str) -> Vec<Entity> {
             found.push(pattern("IP_ADDRESS", m.start(), m.end()));
         }
     }
-    for m in p.phone.find_iter(text) {
+    for m in p.phone.find_iter(text).chain(p.phone_intl.find_iter(text)) {
         let digits = m.as_str().bytes().filter(u8::is_ascii_digit).count();
         let inside_word = m.start() > 0
             && text
                 .as_bytes()
                 .get(m.start() - 1)
                 .is_some_and(u8::is_ascii_alphanumeric);
+        // More groups of digits follow: a list of numbers ("12 34 56 78 90 11 22").
+        let list_goes_on = matches!(
+            text.as_bytes().get(m.end()..m.end() + 2),
+            Some([b' ' | b'\t' | b'.' | b'-' | b',', d]) if d.is_ascii_digit()
+        );
         if (7..=15).contains(&digits)
             && !inside_word
+            && !list_goes_on
             && !starts_with_iso_date(m.as_str())
             && !is_decimal_list(m.as_str())
             && !is_round_number_list(m.as_str())
@@ -573,6 +583,25 @@ mod tests {
         ] {
             assert!(kinds(text).is_empty(), "{text}");
         }
+    }
+
+    #[test]
+    fn international_phones_and_lists_of_numbers() {
+        for phone in [
+            "+49 30 1234567",
+            "+49 (0)30 1234567",
+            "+33612345678",
+            "+1-903-140-4508",
+        ] {
+            assert_eq!(
+                kinds(&format!("call {phone} now")),
+                vec![("PHONE_NUMBER", phone)],
+                "{phone}"
+            );
+        }
+        assert!(kinds("What is the sum of 12 34 56 78 90 11 22?").is_empty());
+        // Two phones in a list are still phones.
+        assert_eq!(kinds("call 555-123-4567, 555-987-6543").len(), 2);
     }
 
     #[test]

@@ -235,6 +235,8 @@ pub struct Paths {
     pub chat_completions: String,
     /// Responses API path.
     pub responses: String,
+    /// Completions API path (legacy `prompt` bodies).
+    pub completions: String,
 }
 
 impl Default for Paths {
@@ -242,6 +244,7 @@ impl Default for Paths {
         Paths {
             chat_completions: "/v1/chat/completions".into(),
             responses: "/v1/responses".into(),
+            completions: "/v1/completions".into(),
         }
     }
 }
@@ -330,6 +333,7 @@ impl FilterConfig {
         for p in [
             &mut config.paths.chat_completions,
             &mut config.paths.responses,
+            &mut config.paths.completions,
         ] {
             *p = crate::request_path::canonical(p);
         }
@@ -438,6 +442,7 @@ impl FilterConfig {
         for (field, path) in [
             ("paths.chat_completions", &self.paths.chat_completions),
             ("paths.responses", &self.paths.responses),
+            ("paths.completions", &self.paths.completions),
         ] {
             if !path.starts_with('/') {
                 return Err(invalid(field, "must start with '/'"));

@@ -265,6 +265,8 @@ impl HttpFilter {
             Api::ChatCompletions
         } else if path == self.config.paths.responses {
             Api::Responses
+        } else if path == self.config.paths.completions {
+            Api::Completions
         } else {
             return Action::Continue;
         };

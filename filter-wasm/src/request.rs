@@ -51,6 +51,10 @@ pub enum Api {
     ChatCompletions,
     /// `POST /v1/responses`: text from `input`.
     Responses,
+    /// `POST /v1/completions` (legacy): text from `prompt`, a string or an array of
+    /// strings (a batch of prompts: the last is classified as the prompt, the others as
+    /// earlier turns). Token-id prompts are refused: the router cannot read them.
+    Completions,
 }
 
 /// A body the extractor rejects although it is valid JSON.
@@ -317,8 +321,12 @@ impl Extractor {
     /// Checks, once the whole body has been read, what only its end can tell: a chat
     /// body must have `messages`.
     pub fn check_complete(&self) -> Result<(), ExtractError> {
-        if self.api == Api::ChatCompletions && !self.seen_conversation {
-            return Err(ExtractError::Missing("messages"));
+        if !self.seen_conversation {
+            match self.api {
+                Api::ChatCompletions => return Err(ExtractError::Missing("messages")),
+                Api::Completions => return Err(ExtractError::Missing("prompt")),
+                Api::Responses => {}
+            }
         }
         Ok(())
     }
@@ -437,7 +445,9 @@ impl Extractor {
         let role = match (msg.role, self.api) {
             _ if msg.type_text == "function_call_output" => Role::Tool,
             (Some(role), _) => role,
-            (None, Api::ChatCompletions) => return Err(ExtractError::Missing("messages[].role")),
+            (None, Api::ChatCompletions | Api::Completions) => {
+                return Err(ExtractError::Missing("messages[].role"))
+            }
             // Responses items without a role are tool calls, their output and reasoning:
             // whatever text they hold reaches the model like tool output.
             (None, Api::Responses) => Role::Tool,
@@ -483,8 +493,15 @@ impl Extractor {
             if let Some(b) = self.builder.as_mut() {
                 b.end_segment();
             }
-            self.out.prompt_segments = vec![seg];
-            self.out.texts_complete = true;
+            // A batch of completion prompts: the ones before the last are read like
+            // earlier turns; the array's end completes the texts.
+            let previous = std::mem::replace(&mut self.out.prompt_segments, vec![seg]);
+            if !previous.is_empty() {
+                self.append_scan_text(&previous.join("\n"));
+            }
+            if self.stack.last() != Some(&Ctx::Conversation) {
+                self.out.texts_complete = true;
+            }
             return;
         }
         self.msg.segments.push(seg);
@@ -515,6 +532,9 @@ impl Extractor {
         Ok(match (parent, slot, is_object) {
             (Ctx::Root, Slot::Conversation, false) => Ctx::Conversation,
             (Ctx::Root, Slot::Conversation, true) => return Err(self.conversation_type()),
+            (Ctx::Conversation, _, _) if self.api == Api::Completions => {
+                return Err(self.item_type())
+            }
             (Ctx::Conversation, _, true) => Ctx::Message,
             (Ctx::Conversation, _, false) => return Err(self.item_type()),
             (Ctx::Message, Slot::Content, true) => return Err(content_type()),
@@ -540,17 +560,28 @@ impl Extractor {
                 field: "input",
                 expected: "a string or an array of input items",
             },
+            Api::Completions => ExtractError::WrongType {
+                field: "prompt",
+                expected: "a string or an array of strings",
+            },
         }
     }
 
     /// The error for an item of `messages` / `input` that is not an object.
     fn item_type(&self) -> ExtractError {
-        ExtractError::WrongType {
-            field: match self.api {
-                Api::ChatCompletions => "messages[]",
-                Api::Responses => "input[]",
+        match self.api {
+            Api::ChatCompletions => ExtractError::WrongType {
+                field: "messages[]",
+                expected: "an object",
             },
-            expected: "an object",
+            Api::Responses => ExtractError::WrongType {
+                field: "input[]",
+                expected: "an object",
+            },
+            Api::Completions => ExtractError::WrongType {
+                field: "prompt[]",
+                expected: "a string (token ids cannot be classified)",
+            },
         }
     }
 
@@ -601,11 +632,14 @@ impl Extractor {
                     Slot::Model
                 }
                 ("stream", _) => Slot::Stream,
-                ("messages", Api::ChatCompletions) | ("input", Api::Responses) => {
+                ("messages", Api::ChatCompletions)
+                | ("input", Api::Responses)
+                | ("prompt", Api::Completions) => {
                     if self.seen_conversation {
                         return Err(ExtractError::DuplicateKey(match self.api {
                             Api::ChatCompletions => "messages",
                             Api::Responses => "input",
+                            Api::Completions => "prompt",
                         }));
                     }
                     self.seen_conversation = true;
@@ -645,6 +679,14 @@ impl Extractor {
     fn string_start(&mut self, offset: u64) -> Result<(), ExtractError> {
         let slot = std::mem::replace(&mut self.slot, Slot::Ignore);
         match self.stack.last() {
+            // One prompt of a batch of completion prompts.
+            Some(Ctx::Conversation) if self.api == Api::Completions => {
+                self.input_string = true;
+                self.msg = MessageAcc::default();
+                self.builder = Some(self.new_builder());
+                self.target = StrTarget::Text;
+                return Ok(());
+            }
             Some(Ctx::Conversation) => return Err(self.item_type()),
             Some(Ctx::Parts) => return Err(part_type()),
             _ => {}
@@ -663,7 +705,8 @@ impl Extractor {
                 return Err(self.conversation_type());
             }
             Slot::Conversation => {
-                // Responses API: `input` as a plain string is one user turn.
+                // Responses API: `input` as a plain string is one user turn; so is a
+                // completion `prompt` string.
                 self.input_string = true;
                 self.msg = MessageAcc::default();
                 self.builder = Some(self.new_builder());

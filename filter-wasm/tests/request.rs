@@ -41,7 +41,7 @@ fn reference(api: Api, v: &Value) -> (Vec<String>, String) {
     // The text of one part: `text`, and for the Responses API tool output fields.
     let part_texts = |p: &Value| -> Vec<String> {
         let keys: &[&str] = match api {
-            Api::ChatCompletions => &["text"],
+            Api::ChatCompletions | Api::Completions => &["text"],
             Api::Responses => &["text", "stdout", "stderr", "logs"],
         };
         keys.iter()
@@ -67,9 +67,16 @@ fn reference(api: Api, v: &Value) -> (Vec<String>, String) {
     let items = match api {
         Api::ChatCompletions => v.get("messages"),
         Api::Responses => v.get("input"),
+        Api::Completions => v.get("prompt"),
     };
     match items {
-        Some(Value::String(s)) if api == Api::Responses => last_user = vec![s.clone()],
+        Some(Value::String(s)) if api != Api::ChatCompletions => last_user = vec![s.clone()],
+        Some(Value::Array(prompts)) if api == Api::Completions => {
+            for p in prompts.iter().filter_map(Value::as_str) {
+                let prev = std::mem::replace(&mut last_user, vec![p.to_string()]);
+                push(&mut scan, &prev);
+            }
+        }
         Some(Value::Array(items)) => {
             for m in items {
                 let Some(obj) = m.as_object() else { continue };
@@ -264,6 +271,66 @@ fn responses_input_shapes() {
     )
     .unwrap();
     assert!(ex.prompt_segments.is_empty());
+}
+
+#[test]
+fn completions_prompt_shapes() {
+    let body = br#"{"model":"auto","prompt":"Say hi to \u00e9mile","max_tokens":5}"#;
+    for splits in [vec![], (1..body.len()).collect::<Vec<_>>()] {
+        let (ex, prompt) = extract(Api::Completions, body, &splits).unwrap();
+        assert_eq!(ex.prompt_segments, vec!["Say hi to \u{e9}mile"]);
+        assert_eq!(ex.scan_text, "");
+        assert!(ex.texts_complete);
+        assert_eq!(prompt, "Say hi to \u{e9}mile");
+    }
+    // A batch of prompts: the last is the prompt, the others are read like earlier turns.
+    let body = br#"{"prompt":["first one","second one","third one"],"model":"m"}"#;
+    for splits in [vec![], (1..body.len()).collect::<Vec<_>>()] {
+        let (ex, _) = extract(Api::Completions, body, &splits).unwrap();
+        assert_eq!(ex.prompt_segments, vec!["third one"]);
+        assert_eq!(ex.scan_text, "first one\n\nsecond one");
+        assert!(ex.texts_complete);
+    }
+    // `prompt` means nothing to the chat API, `messages` nothing to this one.
+    let (ex, _) = extract(
+        Api::ChatCompletions,
+        br#"{"prompt":"hi","messages":[]}"#,
+        &[],
+    )
+    .unwrap();
+    assert!(ex.prompt_segments.is_empty());
+    let (ex, _) = extract(
+        Api::Completions,
+        br#"{"prompt":"hi","messages":[{"role":"user","content":"no"}]}"#,
+        &[],
+    )
+    .unwrap();
+    assert_eq!(ex.prompt_segments, vec!["hi"]);
+    // Token ids, objects and duplicates are refused.
+    for body in [
+        &br#"{"prompt":[1212,318,257]}"#[..],
+        br#"{"prompt":[[1212,318]]}"#,
+        br#"{"prompt":["ok",5]}"#,
+        br#"{"prompt":{"text":"hi"}}"#,
+        br#"{"prompt":[{"text":"hi"}]}"#,
+        br#"{"prompt":7}"#,
+        br#"{"prompt":"a","prompt":"b"}"#,
+    ] {
+        assert!(
+            matches!(
+                extract(Api::Completions, body, &[]),
+                Err(FeedError::Sink(_))
+            ),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+    // A body without `prompt` is incomplete.
+    let mut scanner = Scanner::new(64);
+    let mut ex = Extractor::new(Api::Completions, &CompressionConfig::default(), 1 << 20);
+    scanner.feed(br#"{"model":"m"}"#, &mut ex).unwrap();
+    scanner.finish(&mut ex).unwrap();
+    assert_eq!(ex.check_complete(), Err(ExtractError::Missing("prompt")));
 }
 
 #[test]
@@ -528,8 +595,44 @@ fn arb_chat_body() -> impl Strategy<Value = (String, Value)> {
         })
 }
 
+/// Completions bodies: `prompt` as a string or an array of strings, before or after
+/// `model`.
+fn arb_completions_body() -> impl Strategy<Value = String> {
+    (
+        prop_oneof![
+            arb_text().prop_map(Value::String),
+            prop::collection::vec(arb_text().prop_map(Value::String), 0..5).prop_map(Value::Array),
+        ],
+        any::<bool>(),
+        any::<bool>(),
+    )
+        .prop_map(|(prompt, model_first, ascii)| {
+            let p = if ascii {
+                to_ascii_json(&prompt)
+            } else {
+                serde_json::to_string(&prompt).unwrap()
+            };
+            if model_first {
+                format!("{{\"model\":\"m\",\"prompt\":{p},\"max_tokens\":8}}")
+            } else {
+                format!("{{\"prompt\":{p},\"echo\":true,\"model\":\"m\"}}")
+            }
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn any_completions_body_any_split(body in arb_completions_body(), splits in prop::collection::vec(0usize..512, 0..16)) {
+        let bytes = body.as_bytes();
+        let whole = extract(Api::Completions, bytes, &[]).unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
+        let (last_user, scan) = reference(Api::Completions, &v);
+        prop_assert_eq!(&whole.0.prompt_segments, &last_user);
+        prop_assert_eq!(&whole.0.scan_text, &scan);
+        prop_assert_eq!(extract(Api::Completions, bytes, &splits).unwrap(), whole);
+    }
 
     #[test]
     fn any_chat_body_any_split((body, _v) in arb_chat_body(), splits in prop::collection::vec(0usize..2048, 0..16)) {

@@ -66,6 +66,7 @@ async fn router_end_to_end() {
 
     math_question_is_routed_to_math(&router).await;
     responses_api_is_routed(&router).await;
+    completions_api_is_routed_and_blocked(&router).await;
     jailbreak_is_blocked(&router).await;
     pii_follows_the_policy(&router).await;
     named_model_passes_through(&router).await;
@@ -126,6 +127,22 @@ async fn responses_api_is_routed(router: &Router) {
     assert_eq!(r.status, 200);
     assert_eq!(served_by(&r), "math-model", "{}", r.report());
     assert_eq!(r.json()["object"], "response");
+}
+
+async fn completions_api_is_routed_and_blocked(router: &Router) {
+    let body = json!({"model": "auto", "prompt": MATH, "max_tokens": 16});
+    let r = post(router, "/v1/completions", body.to_string(), &[]).await;
+    assert_eq!(r.status, 200, "{}", r.report());
+    assert_eq!(served_by(&r), "math-model", "{}", r.report());
+    assert_eq!(r.json()["object"], "text_completion");
+    // A jailbreak in a batch of prompts is blocked; token ids cannot be read and are refused.
+    let body = json!({"model": "auto", "prompt": [MATH, JAILBREAK]});
+    let r = post(router, "/v1/completions", body.to_string(), &[]).await;
+    let e = r.assert_openai_error(403);
+    assert_eq!(e["error"]["code"], "jailbreak_detected");
+    let body = json!({"model": "auto", "prompt": [1212, 318, 257]});
+    let r = post(router, "/v1/completions", body.to_string(), &[]).await;
+    r.assert_openai_error(400);
 }
 
 async fn jailbreak_is_blocked(router: &Router) {

@@ -4,6 +4,7 @@
 //! `semroute-upstream --model NAME --port P` answers
 //! - `POST /v1/chat/completions` (JSON, or SSE with `stream: true`),
 //! - `POST /v1/responses` (JSON, or SSE events with `stream: true`),
+//! - `POST /v1/completions` (JSON; the legacy text completions API),
 //! - `GET /v1/models`, `GET /health`, and `GET /stats` (`{"requests": N}`:
 //!   completions and responses answered so far).
 //!
@@ -236,6 +237,20 @@ async fn responses(State(state): State<AppState>, headers: HeaderMap, raw: Bytes
     Json(full).into_response()
 }
 
+async fn completions(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> Response {
+    let r = match inspect(&state, &headers, &raw) {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    Json(json!({
+        "id": format!("cmpl_{}_{}", state.model, now()), "object": "text_completion",
+        "created": now(), "model": state.model,
+        "choices": [{"index": 0, "text": r.summary, "finish_reason": "stop", "logprobs": null}],
+        "semroute": r.report,
+    }))
+    .into_response()
+}
+
 async fn models(State(state): State<AppState>) -> Response {
     Json(json!({"object": "list", "data": [{"id": state.model, "object": "model", "created": 0, "owned_by": "semroute"}]}))
         .into_response()
@@ -264,6 +279,7 @@ async fn main() -> anyhow::Result<()> {
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
         .route("/v1/responses", post(responses))
+        .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/stats", get(stats))

@@ -48,8 +48,19 @@ pub struct Metrics {
     pub abandoned: Counter,
 }
 
+/// Upper bound of the first latency bucket, seconds (0.5 ms).
+const LATENCY_FIRST_BUCKET_S: f64 = 0.0005;
+/// Latency buckets: each bound twice the one before, from 0.5 ms up to 65.536 s, so that
+/// calls of several seconds (a daemon overloaded well past its callers' deadlines) still
+/// land in distinct buckets, not all in `+Inf`.
+const LATENCY_BUCKETS: u16 = 18;
+
 fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+    Histogram::new(exponential_buckets(
+        LATENCY_FIRST_BUCKET_S,
+        2.0,
+        LATENCY_BUCKETS,
+    ))
 }
 
 impl Metrics {
@@ -156,4 +167,55 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Metrics>) -> anyhow::Result<()
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bucket bounds (`le`) of `metric`'s histogram in the exposition text, in order.
+    fn bucket_bounds(text: &str, metric: &str) -> Vec<String> {
+        let prefix = format!("{metric}_bucket{{");
+        text.lines()
+            .filter(|l| l.starts_with(&prefix))
+            .filter_map(|l| l.split("le=\"").nth(1)?.split('"').next())
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// Cumulative count of the bucket `le` of `metric`.
+    fn bucket_count(text: &str, metric: &str, le: &str) -> Option<u64> {
+        let needle = format!("le=\"{le}\"}} ");
+        text.lines()
+            .filter(|l| l.starts_with(&format!("{metric}_bucket{{")))
+            .find_map(|l| l.split(&needle).nth(1)?.trim().parse().ok())
+    }
+
+    #[test]
+    fn latency_buckets_reach_past_a_minute_in_distinct_steps() {
+        let m = Metrics::new();
+        for s in [0.0003, 0.9, 1.5, 9.0, 30.0, 50.0, 120.0] {
+            m.request_latency.observe(s);
+        }
+        let text = m.render();
+        let name = "semroute_daemon_request_latency_seconds";
+        let bounds = bucket_bounds(&text, name);
+        assert_eq!(bounds.len(), 19, "{text}");
+        assert_eq!(bounds.first().map(String::as_str), Some("0.0005"));
+        assert_eq!(bounds.last().map(String::as_str), Some("+Inf"));
+        let secs: Vec<f64> = bounds[..18].iter().map(|b| b.parse().unwrap()).collect();
+        assert!((secs[17] - 65.536).abs() < 1e-9, "{bounds:?}");
+        assert!(secs.windows(2).all(|w| (w[1] / w[0] - 2.0).abs() < 1e-9));
+        // 30 s lies between 16.384 s and 32.768 s; 50 s above that; 120 s only in +Inf.
+        let le = |b: f64| {
+            let label = &bounds[secs.iter().position(|s| (s - b).abs() < 1e-6).unwrap()];
+            bucket_count(&text, name, label).unwrap()
+        };
+        assert_eq!(le(1.024), 2);
+        assert_eq!(le(2.048), 3);
+        assert_eq!(le(16.384), 4);
+        assert_eq!(le(32.768), 5);
+        assert_eq!(le(65.536), 6);
+        assert_eq!(bucket_count(&text, name, "+Inf"), Some(7));
+    }
 }

@@ -21,7 +21,7 @@ pub struct SignalLabel {
 /// Label set naming a gRPC status code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
-    /// gRPC status code name (`ok`, `invalid_argument`, ...).
+    /// gRPC status code name, snake case (`ok`, `invalid_argument`, `cancelled`, ...).
     pub code: String,
 }
 

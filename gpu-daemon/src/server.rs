@@ -141,8 +141,29 @@ pub fn to_response(
     }
 }
 
-fn code_name(code: tonic::Code) -> String {
-    format!("{code:?}").to_lowercase()
+/// The `code` label of a gRPC status code: its name in the gRPC specification, lowercase
+/// (`ok`, `invalid_argument`, `deadline_exceeded`, ...).
+fn code_name(code: tonic::Code) -> &'static str {
+    use tonic::Code;
+    match code {
+        Code::Ok => "ok",
+        Code::Cancelled => "cancelled",
+        Code::Unknown => "unknown",
+        Code::InvalidArgument => "invalid_argument",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        Code::NotFound => "not_found",
+        Code::AlreadyExists => "already_exists",
+        Code::PermissionDenied => "permission_denied",
+        Code::ResourceExhausted => "resource_exhausted",
+        Code::FailedPrecondition => "failed_precondition",
+        Code::Aborted => "aborted",
+        Code::OutOfRange => "out_of_range",
+        Code::Unimplemented => "unimplemented",
+        Code::Internal => "internal",
+        Code::Unavailable => "unavailable",
+        Code::DataLoss => "data_loss",
+        Code::Unauthenticated => "unauthenticated",
+    }
 }
 
 #[tonic::async_trait]
@@ -215,7 +236,7 @@ impl Classifier for ClassifierService {
         self.metrics
             .requests
             .get_or_create(&CodeLabel {
-                code: code_name(code),
+                code: code_name(code).to_string(),
             })
             .inc();
         self.metrics
@@ -304,4 +325,28 @@ pub async fn serve(
         .await?;
     drop(socket);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_labels_are_the_specification_names_in_snake_case() {
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..=16 {
+            let code = tonic::Code::from_i32(n);
+            let snake: String = format!("{code:?}")
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| {
+                    let sep = (i > 0 && c.is_ascii_uppercase()).then_some('_');
+                    sep.into_iter().chain(c.to_lowercase())
+                })
+                .collect();
+            assert_eq!(code_name(code), snake, "{code:?}");
+            assert!(seen.insert(code_name(code)));
+        }
+        assert_eq!(code_name(tonic::Code::InvalidArgument), "invalid_argument");
+    }
 }

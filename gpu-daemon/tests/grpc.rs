@@ -478,7 +478,7 @@ async fn metrics_count_requests_and_unavailable_gpu_falls_back_to_cpu() {
         "{body}"
     );
     assert!(
-        body.contains(r#"semroute_daemon_classify_requests_total{code="invalidargument"} 1"#),
+        body.contains(r#"semroute_daemon_classify_requests_total{code="invalid_argument"} 1"#),
         "{body}"
     );
     assert!(

@@ -166,15 +166,76 @@ fn code_name(code: tonic::Code) -> &'static str {
     }
 }
 
+/// One Classify call's entry in the metrics: its status code in `classify_requests` and its
+/// time inside the daemon in `request_latency_seconds`, recorded exactly once.
+///
+/// A call whose caller gives up (Envoy cancels it at its deadline, or tonic's `grpc-timeout`
+/// expires) has its handler future dropped at the next await, mid-inference or queued, and
+/// never reaches [`CallRecord::finish`]; the drop records it as `cancelled`, the code tonic
+/// answers an expired deadline with.
+struct CallRecord<'a> {
+    metrics: &'a Metrics,
+    request_id: String,
+    /// When the handler started.
+    started: Instant,
+    finished: bool,
+}
+
+impl<'a> CallRecord<'a> {
+    fn start(metrics: &'a Metrics, request_id: String) -> Self {
+        Self {
+            metrics,
+            request_id,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// Records the call as answered with `code`.
+    fn finish(mut self, code: tonic::Code) {
+        self.record(code);
+        self.finished = true;
+    }
+
+    fn record(&self, code: tonic::Code) {
+        self.metrics
+            .requests
+            .get_or_create(&CodeLabel {
+                code: code_name(code).to_string(),
+            })
+            .inc();
+        self.metrics
+            .request_latency
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.record(tonic::Code::Cancelled);
+        tracing::debug!(
+            request_id = self.request_id,
+            us = self.started.elapsed().as_micros() as u64,
+            "caller gone before the answer"
+        );
+    }
+}
+
 #[tonic::async_trait]
 impl Classifier for ClassifierService {
     async fn classify(
         &self,
         request: Request<ClassifyRequest>,
     ) -> Result<Response<ClassifyResponse>, Status> {
-        let started = Instant::now();
         let req = request.into_inner();
         let request_id = req.request_id.clone();
+        // Records the call's code and latency when it ends, also when tonic drops this
+        // future unfinished (the caller cancelled the call or its deadline passed).
+        let call = CallRecord::start(&self.metrics, request_id.clone());
+        let started = call.started;
         let result = async {
             let input = validate(req, self.max_text_bytes)?;
             let signals = input.signals;
@@ -229,19 +290,10 @@ impl Classifier for ClassifierService {
             ))
         }
         .await;
-        let code = match &result {
+        call.finish(match &result {
             Ok(_) => tonic::Code::Ok,
             Err(s) => s.code(),
-        };
-        self.metrics
-            .requests
-            .get_or_create(&CodeLabel {
-                code: code_name(code).to_string(),
-            })
-            .inc();
-        self.metrics
-            .request_latency
-            .observe(started.elapsed().as_secs_f64());
+        });
         match &result {
             Ok(r) => tracing::debug!(
                 request_id,
@@ -348,5 +400,22 @@ mod tests {
             assert!(seen.insert(code_name(code)));
         }
         assert_eq!(code_name(tonic::Code::InvalidArgument), "invalid_argument");
+    }
+
+    #[test]
+    fn a_call_is_recorded_once_answered_or_dropped_unfinished() {
+        let metrics = Metrics::new();
+        CallRecord::start(&metrics, "a".into()).finish(tonic::Code::Ok);
+        CallRecord::start(&metrics, "b".into()).finish(tonic::Code::Unavailable);
+        drop(CallRecord::start(&metrics, "c".into()));
+        let text = metrics.render();
+        for line in [
+            r#"semroute_daemon_classify_requests_total{code="ok"} 1"#,
+            r#"semroute_daemon_classify_requests_total{code="unavailable"} 1"#,
+            r#"semroute_daemon_classify_requests_total{code="cancelled"} 1"#,
+            "semroute_daemon_request_latency_seconds_count 3",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
     }
 }

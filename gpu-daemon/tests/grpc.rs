@@ -488,6 +488,97 @@ async fn metrics_count_requests_and_unavailable_gpu_falls_back_to_cpu() {
     assert!(body.contains("semroute_daemon_batch_size"), "{body}");
 }
 
+/// The value of the sample `series` (name and labels, as exposed) in a `/metrics` body.
+fn sample(body: &str, series: &str) -> Option<f64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_cancelled_at_its_deadline_mid_inference_is_counted() {
+    let daemon = start_daemon();
+    let mut client = ClassifierClient::new(connect(&daemon.socket).await);
+    // About 1,400 tokens for every signal: seconds of model time on a CPU, far past the
+    // deadline, so tonic drops the handler while the engine is classifying it.
+    let text = "Please review the quarterly report prepared by our finance team in Lisbon \
+                and summarise the main risks for the board. "
+        .repeat(60);
+    let mut request = tonic::Request::new(ClassifyRequest {
+        request_id: "slow".into(),
+        text: text.into_bytes(),
+        ..Default::default()
+    });
+    request.set_timeout(Duration::from_millis(20));
+    let err = client
+        .classify(request)
+        .await
+        .expect_err("a text this long cannot be classified within 20 ms");
+    // tonic answers an expired grpc-timeout with CANCELLED.
+    assert_eq!(err.code(), tonic::Code::Cancelled, "{err:?}");
+
+    // The handler is dropped as the deadline fires; its record may land just after the
+    // client has its answer.
+    let cancelled = r#"semroute_daemon_classify_requests_total{code="cancelled"}"#;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let body = loop {
+        let body = http_get(daemon.metrics_port, "/metrics");
+        if sample(&body, cancelled).is_some() || Instant::now() > deadline {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(sample(&body, cancelled), Some(1.0), "{body}");
+    // The handler had started (its signals were counted) ...
+    assert_eq!(
+        sample(
+            &body,
+            r#"semroute_daemon_signal_requests_total{signal="pii"}"#
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    // ... and the engine had taken the request: it was not skipped as abandoned in the queue.
+    assert_eq!(
+        sample(&body, "semroute_daemon_abandoned_requests_total"),
+        Some(0.0),
+        "{body}"
+    );
+    // Its time in the daemon, about the deadline, is in the latency histogram.
+    assert_eq!(
+        sample(&body, "semroute_daemon_request_latency_seconds_count"),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(
+        sample(
+            &body,
+            r#"semroute_daemon_request_latency_seconds_bucket{le="0.008"}"#
+        ),
+        Some(0.0),
+        "{body}"
+    );
+
+    // The daemon keeps serving, and the answered call is counted on its own.
+    let r = classify(&mut client, "What is the capital of France?", &["domain"]).await;
+    assert!(r.domain.is_some());
+    let body = http_get(daemon.metrics_port, "/metrics");
+    assert_eq!(
+        sample(
+            &body,
+            r#"semroute_daemon_classify_requests_total{code="ok"}"#
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    assert_eq!(sample(&body, cancelled), Some(1.0), "{body}");
+    assert_eq!(
+        sample(&body, "semroute_daemon_request_latency_seconds_count"),
+        Some(2.0),
+        "{body}"
+    );
+}
+
 #[test]
 fn invalid_config_exits_non_zero_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();

@@ -18,6 +18,13 @@ pub struct SignalLabel {
     pub signal: String,
 }
 
+/// Label set naming a stage of a Classify call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabel {
+    /// `queue`, `tokenize`, `inference` or `postprocess`.
+    pub stage: String,
+}
+
 /// Label set naming a gRPC status code.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CodeLabel {
@@ -32,8 +39,11 @@ pub struct Metrics {
     pub requests: Family<CodeLabel, Counter>,
     /// Signals requested.
     pub signal_requests: Family<SignalLabel, Counter>,
-    /// Per-signal model latency, seconds.
-    pub signal_latency: Family<SignalLabel, Histogram>,
+    /// Time of each answered Classify call in each stage, seconds, all its signals together
+    /// (the engine times stages, not signals: domain and jailbreak share one encoder pass).
+    /// `queue`: waiting for the engine; `tokenize` and `postprocess`: the call's share of its
+    /// batch; `inference`: the model runs of the call's whole batch, which its requests share.
+    pub stage_latency: Family<StageLabel, Histogram>,
     /// End-to-end Classify latency inside the daemon, seconds.
     pub request_latency: Histogram,
     /// Requests per engine batch.
@@ -69,7 +79,7 @@ impl Metrics {
         let mut registry = Registry::with_prefix("semroute_daemon");
         let requests = Family::<CodeLabel, Counter>::default();
         let signal_requests = Family::<SignalLabel, Counter>::default();
-        let signal_latency = Family::<SignalLabel, Histogram>::new_with_constructor(
+        let stage_latency = Family::<StageLabel, Histogram>::new_with_constructor(
             latency_histogram as fn() -> Histogram,
         );
         let request_latency = latency_histogram();
@@ -89,13 +99,13 @@ impl Metrics {
             signal_requests.clone(),
         );
         registry.register(
-            "signal_latency_seconds",
-            "Model time per signal (tokenize + inference + postprocess)",
-            signal_latency.clone(),
+            "stage_latency_seconds",
+            "Time of answered Classify calls per stage, all requested signals together: queue (waiting for the engine), tokenize and postprocess (the call's share of its batch), inference (model runs of the call's whole batch)",
+            stage_latency.clone(),
         );
         registry.register(
             "request_latency_seconds",
-            "Classify latency inside the daemon, queueing included",
+            "Classify latency inside the daemon, queueing included; calls whose caller gave up count up to when it did",
             request_latency.clone(),
         );
         registry.register(
@@ -127,7 +137,7 @@ impl Metrics {
             registry,
             requests,
             signal_requests,
-            signal_latency,
+            stage_latency,
             request_latency,
             batch_size,
             truncated,

@@ -17,7 +17,7 @@ use tonic::{Request, Response, Status};
 
 use crate::batcher::{BatchError, Batcher};
 use crate::engine::{ClassifyInput, ClassifyOutput, ModelNames, Part, SignalSet};
-use crate::metrics::{CodeLabel, Metrics, SignalLabel};
+use crate::metrics::{CodeLabel, Metrics, SignalLabel, StageLabel};
 use crate::pii::Source;
 
 /// The Classifier service.
@@ -262,23 +262,18 @@ impl Classifier for ClassifierService {
             if out.truncated {
                 self.metrics.truncated.inc();
             }
-            let model_s = (out.timings.tokenize_us
-                + out.timings.inference_us
-                + out.timings.postprocess_us) as f64
-                / 1e6;
-            for (on, name) in [
-                (signals.domain, "domain"),
-                (signals.jailbreak, "jailbreak"),
-                (signals.pii, "pii"),
+            for (stage, us) in [
+                ("queue", queue_us),
+                ("tokenize", out.timings.tokenize_us),
+                ("inference", out.timings.inference_us),
+                ("postprocess", out.timings.postprocess_us),
             ] {
-                if on {
-                    self.metrics
-                        .signal_latency
-                        .get_or_create(&SignalLabel {
-                            signal: name.into(),
-                        })
-                        .observe(model_s);
-                }
+                self.metrics
+                    .stage_latency
+                    .get_or_create(&StageLabel {
+                        stage: stage.into(),
+                    })
+                    .observe(us as f64 / 1e6);
             }
             let total_us = started.elapsed().as_micros() as u64;
             Ok::<_, Status>(to_response(

@@ -481,10 +481,11 @@ async fn metrics_count_requests_and_unavailable_gpu_falls_back_to_cpu() {
         body.contains(r#"semroute_daemon_classify_requests_total{code="invalid_argument"} 1"#),
         "{body}"
     );
-    assert!(
-        body.contains("semroute_daemon_signal_latency_seconds_bucket"),
-        "{body}"
-    );
+    // One answered call: one observation per stage.
+    for stage in ["queue", "tokenize", "inference", "postprocess"] {
+        let count = format!(r#"semroute_daemon_stage_latency_seconds_count{{stage="{stage}"}}"#);
+        assert_eq!(sample(&body, &count), Some(1.0), "{body}");
+    }
     assert!(body.contains("semroute_daemon_batch_size"), "{body}");
 }
 
@@ -575,6 +576,15 @@ async fn a_call_cancelled_at_its_deadline_mid_inference_is_counted() {
     assert_eq!(
         sample(&body, "semroute_daemon_request_latency_seconds_count"),
         Some(2.0),
+        "{body}"
+    );
+    // Stage times come with answers only.
+    assert_eq!(
+        sample(
+            &body,
+            r#"semroute_daemon_stage_latency_seconds_count{stage="inference"}"#
+        ),
+        Some(1.0),
         "{body}"
     );
 }

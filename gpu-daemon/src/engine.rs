@@ -459,6 +459,8 @@ impl Engine {
                     }
                 }
             }
+            // Encoder time of the sentence pass, counted as inference, not postprocessing.
+            let mut refine_us = 0u64;
             if !sentence_jobs.is_empty() {
                 let t3 = Instant::now();
                 let seqs: Vec<&[u32]> = sentence_jobs.iter().map(|g| g.ids.as_slice()).collect();
@@ -475,7 +477,7 @@ impl Engine {
                         }
                     }
                 }
-                let refine_us = t3.elapsed().as_micros() as u64;
+                refine_us = t3.elapsed().as_micros() as u64;
                 for o in outputs.iter_mut() {
                     o.timings.inference_us += refine_us;
                 }
@@ -489,7 +491,7 @@ impl Engine {
                     }
                 }
             }
-            let postprocess_us = t2.elapsed().as_micros() as u64;
+            let postprocess_us = (t2.elapsed().as_micros() as u64).saturating_sub(refine_us);
             for o in outputs.iter_mut() {
                 o.timings.tokenize_us += tokenize_us / inputs.len().max(1) as u64;
                 o.timings.inference_us += inference_us;

@@ -1665,19 +1665,7 @@ fn is_month(w: &[u8]) -> bool {
             | b"october"
             | b"november"
             | b"december"
-            | b"jan"
-            | b"feb"
-            | b"mar"
-            | b"apr"
-            | b"jun"
-            | b"jul"
-            | b"aug"
-            | b"sep"
-            | b"sept"
-            | b"oct"
-            | b"nov"
-            | b"dec"
-    )
+    ) || super::segment::is_month_abbreviation(w)
 }
 
 /// Scanner state: the last few words and where context cues were last seen.

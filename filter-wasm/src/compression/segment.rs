@@ -538,7 +538,15 @@ fn is_abbreviation(w: &[u8]) -> bool {
             | b"op"
             | b"ed"
             | b"eds"
-            | b"jan"
+    ) || is_month_abbreviation(w)
+}
+
+/// Month abbreviations, lowercase without the final period ("Jan.", "Sept."): also read by
+/// the risk scan, where "on June 1" is a date, not a house number.
+pub(super) fn is_month_abbreviation(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"jan"
             | b"feb"
             | b"mar"
             | b"apr"

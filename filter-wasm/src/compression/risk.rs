@@ -358,7 +358,8 @@ fn scan_digit_runs(b: &[u8], lead: &[u8]) -> RiskFlags {
     while i < b.len() {
         let x = at(b, i);
         let starts = x.is_ascii_digit()
-            || ((x == b'+' || x == b'(') && b.get(i + 1).is_some_and(u8::is_ascii_digit));
+            || ((x == b'+' || x == b'(') && b.get(i + 1).is_some_and(u8::is_ascii_digit))
+            || x == b'+' && at(b, i + 1) == b'(' && b.get(i + 2).is_some_and(u8::is_ascii_digit);
         if !starts
             || (i > 0
                 && (at(b, i - 1).is_ascii_alphanumeric()
@@ -396,6 +397,8 @@ struct DigitRun {
     overflow: bool,
     /// Followed by a phone extension: `x123`, `ext. 12`.
     ext: bool,
+    /// The first group is an area code in parentheses (`(0335) 773658`, `+(370) 00187851`).
+    paren_area: bool,
     /// Some separator is a single dot and another holds a space: a list of decimals
     /// ("1.1158 3.0405 0.4"), as in tables of measurements, not a phone number.
     decimal_list: bool,
@@ -417,6 +420,7 @@ impl DigitRun {
             ndigits: 0,
             overflow: false,
             ext: false,
+            paren_area: false,
             decimal_list: false,
         };
         let (mut dot_sep, mut space_sep) = (false, false);
@@ -458,8 +462,15 @@ impl DigitRun {
                 j += 1;
             }
             let sep = b.get(s0..j).unwrap_or_default();
-            if sep.is_empty() || !b.get(j).is_some_and(|x| x.is_ascii_digit() || *x == b'(') {
+            // A trunk digit in parentheses right after the country code: "+49(0)9573".
+            let glued_paren = sep.is_empty() && r.plus && at(b, j) == b'(';
+            if sep.is_empty() && !glued_paren
+                || !b.get(j).is_some_and(|x| x.is_ascii_digit() || *x == b'(')
+            {
                 break;
+            }
+            if r.ngroups == 1 && sep.first() == Some(&b')') && at(b, g0.wrapping_sub(1)) == b'(' {
+                r.paren_area = true;
             }
             r.dots_only &= sep == b".";
             r.underscore |= sep.contains(&b'_');
@@ -583,10 +594,31 @@ impl DigitRun {
                 return true;
             }
         }
+        // "00" and a country code: "0044 20 7946 0958", also with a five-digit first group
+        // ("00420 724 148 396") or unseparated ("0097195925634").
         if matches!(d, [0, 0, ..])
             && (11..=15).contains(&n)
-            && g.len() >= 2
-            && g.iter().all(|&x| x <= 4)
+            && d.iter().skip(2).any(|&x| x != 0)
+            && (g.len() == 1
+                || g.first().is_some_and(|&x| x <= 5) && g.iter().skip(1).all(|&x| x <= 4))
+        {
+            return true;
+        }
+        // An area code in parentheses and 6 to 11 more digits: "(0335)-773658", "(08)49702243",
+        // "(351) 246390765", "+(370) 00187851".
+        if self.paren_area
+            && g.first().is_some_and(|&x| (2..=5).contains(&x))
+            && (8..=13).contains(&n)
+            && g.len() <= 4
+        {
+            return true;
+        }
+        // A national number with its trunk zero, unseparated: "0360833541", "02910485645".
+        // Not a binary number ("0110100110").
+        if g.len() == 1
+            && (9..=11).contains(&n)
+            && matches!(d, [0, 1..=9, ..])
+            && d.iter().any(|&x| x > 1)
         {
             return true;
         }
@@ -637,8 +669,13 @@ impl DigitRun {
 /// which may reach back into `lead` (the text before `b`), or right after it ("office",
 /// "fax", "mobile", as in a signature block: "781 1704 office").
 fn phone_cue_near(b: &[u8], start: usize, end: usize, lead: &[u8]) -> bool {
-    const BEFORE: [&[u8]; 10] = [
+    const BEFORE: [&[u8]; 14] = [
         b"phone",
+        // "my number is", "reach me on", "ring 5739 3185", "contact: 45364052".
+        b"number is",
+        b"reach",
+        b" ring ",
+        b"contact",
         b"tel",
         b"mobile",
         b"fax",
@@ -1091,6 +1128,8 @@ struct Word {
     accent: bool,
     /// Directly follows a hyphen ("45-year-old").
     hyphen: bool,
+    /// Directly follows a sign or a dot ("$36000", ".0324"): an amount or a decimal.
+    signed: bool,
     /// First punctuation character after the word, before the next word (0 when none).
     after: char,
     /// Word lists the word is in ([`Lex`] bits), set once when the word is complete.
@@ -2235,6 +2274,23 @@ impl ContextScanner {
         {
             f |= RiskFlags::ADDRESS;
         }
+        // A postal code of 4 to 6 digits (not a year) before a capitalised place name, as
+        // most of Europe writes it: at the start of a line ("75008 Paris", "8010 Graz") or
+        // after "in" or "to" ("we are based in 20095 Hamburg"). Measured on generated
+        // addresses, the code-first form was missed.
+        if place(cur)
+            && !cur.start
+            && !cur.in_list(Lex::OPENER)
+            && !is_document_part(c)
+            && p1.house_number()
+            && (4..=6).contains(&p1.digits)
+            && !(p1.digits == 4 && looks_like_year(p1.text()))
+            && p1.after == '\0'
+            && !p1.signed
+            && (p1.line || matches!(p2.text(), b"in" | b"to"))
+        {
+            f |= RiskFlags::ADDRESS;
+        }
         // Military and diplomatic addresses in lowercase: "unit 1009 box 0219".
         if cur.numeric() && p1.is(b"box") && p2.house_number() && p3.is(b"unit") {
             f |= RiskFlags::ADDRESS;
@@ -2293,7 +2349,9 @@ impl ContextScanner {
             || cur.numeric()
                 && (matches!(p1_cue, b"postcode" | b"zip")
                     || p1.is(b"code") && matches!(p2.text(), b"zip" | b"postal")
-                    || p1.is(b"is") && p2.is(b"code") && matches!(p3.text(), b"zip" | b"postal"))
+                    || p1.is(b"is") && p2.is(b"code") && matches!(p3.text(), b"zip" | b"postal")
+                    // "the zip is 53650", "my postcode is 8592".
+                    || p1.is(b"is") && matches!(p2.text(), b"zip" | b"postcode" | b"zipcode"))
         {
             f |= RiskFlags::ADDRESS;
         }
@@ -2350,10 +2408,11 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
     let mut s = ContextScanner::new();
     let mut cur = Word::default();
     let mut any = false;
-    // Whether the next word starts a sentence, and follows a hyphen.
+    // Whether the next word starts a sentence, follows a hyphen, and follows a sign or a dot.
     let mut start = true;
     let mut line = true;
     let mut hyphen = false;
+    let mut signed = false;
     let mut first = true;
     let mut upper = 0u32;
     let bytes = text.as_bytes();
@@ -2367,6 +2426,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                     start,
                     line,
                     hyphen,
+                    signed,
                     cap: b.is_ascii_uppercase(),
                     ..Word::default()
                 };
@@ -2393,6 +2453,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                 line = false;
                 hyphen = false;
             }
+            signed = false;
             i += 1;
             continue;
         }
@@ -2419,6 +2480,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                     start,
                     line,
                     hyphen,
+                    signed,
                     ..Word::default()
                 };
                 any = true;
@@ -2473,6 +2535,9 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                 }
             }
             hyphen = c == '-';
+            signed = matches!(c, '$' | '.' | '\u{20AC}' | '\u{00A3}' | '#');
+        } else {
+            signed = false;
         }
         if matches!(
             c,
@@ -3411,6 +3476,56 @@ mod tests {
             "Station 4 reported the Tunnel was closed.",
             "Over 40 Union soldiers crossed the river.",
             "Page 12 Course notes are online.",
+        ] {
+            assert!(!has(t, RiskFlags::ADDRESS), "{t}");
+        }
+    }
+
+    #[test]
+    fn phone_prefix_forms() {
+        for t in [
+            "Call the desk on (0412) 558123 tomorrow.",
+            "Her office line is (26)48817730.",
+            "The hotel is on +33(0)4 12 55 87 10.",
+            "Try +(371) 22881044 after lunch.",
+            "My cousin is on 00421 912 448 305 now.",
+            "I tried 00358401122334 twice.",
+            "I tried 0471182293 twice.",
+            "Ring 07712 44581 if you are late.",
+            "My number is 55218843.",
+            "Please reach me at 44120977 tonight.",
+        ] {
+            assert!(has(t, RiskFlags::PHONE), "{t}");
+        }
+        for t in [
+            "The input is 0110100110 in binary.",
+            "It weighs 0000000000 units.",
+            "The answer is (12) 34567.",
+            "Store 0.471182293 in x.",
+            "The number is 12.",
+            "During 12345678 cycles it held.",
+        ] {
+            assert!(!has(t, RiskFlags::PHONE), "{t}");
+        }
+    }
+
+    #[test]
+    fn postal_code_first() {
+        for t in [
+            "Maria Lopes\n8012 Graz",
+            "We are based in 20095 Hamburg near the port.",
+            "Please send a technician to 31400 Toulouse next week.",
+            "The zip is 60614, I think.",
+            "Our postcode is 9021.",
+        ] {
+            assert!(has(t, RiskFlags::ADDRESS), "{t}");
+        }
+        for t in [
+            "$36000 Freight paid by the buyer.",
+            ".0324 Faradays liberated the metal.",
+            "In 1990 Germany was reunified.",
+            "It grew to 20000 members in a year.",
+            "12000 The total is due.",
         ] {
             assert!(!has(t, RiskFlags::ADDRESS), "{t}");
         }

@@ -777,7 +777,8 @@ fn address_records_take_line_pieces_and_fragments() {
     // on its last, and one whose house number the segmenter split off ("18."): the piece of
     // each such line next to the record and the fragment belong to the record; a longer
     // sentence inside a line and anything past a blank line do not, and the budget still
-    // holds both records.
+    // holds both records. The piece "12521 Belgrád rkp." is flagged itself (a postal code
+    // before a place), so it is kept as a flagged sentence, not as context.
     let names: Vec<String> = (0..12)
         .map(|k| format!("Mr. Samuels{k} bought {k} shares of stock at the round lot price."))
         .collect();
@@ -809,7 +810,6 @@ fn address_records_take_line_pieces_and_fragments() {
             "Portsmouth",
             "18.",
             "United Kingdom.",
-            "12521 Belgrád rkp.",
             "Please ring the bell twice."
         ]
     );

@@ -8,7 +8,8 @@
 //! - Terminators `!`, `?` (and `‼ ⁇ ⁈ ⁉`) end a sentence when whitespace follows. Closing
 //!   quotes and brackets right after a terminator stay with the sentence.
 //! - A period (or `…`) followed by whitespace ends a sentence unless the word before it is
-//!   a known abbreviation ("Dr.", "e.g.", "etc." before a lowercase word, ...), a single
+//!   a known abbreviation ("Dr.", "e.g.", "etc." before a lowercase word, "Av.", Cyrillic
+//!   address words such as "ул." and "д.", ...), a single
 //!   letter (initials, "U.S."), a list marker at the start of a line ("1.", "a.", "iv."), or
 //!   the next word starts with a lowercase letter. Periods not followed by whitespace
 //!   (decimals "3.14", versions, host names, "e.g.x") never end a sentence.
@@ -349,7 +350,7 @@ impl Segmenter {
             *slot = if c.is_ascii() {
                 c.to_ascii_lowercase() as u8
             } else {
-                0x80
+                cyrillic_tok_byte(c)
             };
             self.tok_len += 1;
         }
@@ -382,6 +383,9 @@ impl Segmenter {
             .position(|b| b.is_ascii_alphanumeric())
             .unwrap_or(raw.len());
         let w = raw.get(start..).unwrap_or_default();
+        if w.is_empty() && start > 0 {
+            return is_cyrillic_abbreviation(raw);
+        }
         if w.is_empty() || self.tok_len >= TOK_CAP {
             return false;
         }
@@ -472,6 +476,55 @@ fn is_list_marker(w: &[u8]) -> bool {
         )
 }
 
+/// The byte a non-ASCII character leaves in the current run: `0xC0` plus the letter's
+/// index for the Cyrillic lowercase letters а to я (so that [`is_cyrillic_abbreviation`]
+/// can read them), `0x80` for every other character.
+fn cyrillic_tok_byte(c: char) -> u8 {
+    match u32::from(c) {
+        u @ 0x430..=0x44F => 0xC0 + (u - 0x430) as u8,
+        _ => 0x80,
+    }
+}
+
+/// Cyrillic abbreviations of address words that never end a sentence ("ул.", "д.",
+/// "пр.", "буд."), so that a Russian or Ukrainian address such as "ул. Ленина, д. 5" stays
+/// one sentence. `raw` is the run before the period, its Cyrillic lowercase letters as
+/// [`cyrillic_tok_byte`] stores them; any other character (an uppercase letter, a Latin
+/// letter) makes it no abbreviation.
+fn is_cyrillic_abbreviation(raw: &[u8]) -> bool {
+    const WORDS: [&str; 18] = [
+        "д",
+        "ул",
+        "пр",
+        "пер",
+        "наб",
+        "алл",
+        "бул",
+        "ш",
+        "буд",
+        "кв",
+        "стр",
+        "вул",
+        "пл",
+        "просп",
+        "корп",
+        "к",
+        "пров",
+        "туп",
+    ];
+    let start = raw.iter().position(|&b| b >= 0xC0).unwrap_or(raw.len());
+    let (lead, w) = raw.split_at(start);
+    if w.is_empty() || w.len() > 5 || w.iter().any(|&b| b < 0xC0) || lead.contains(&0x80) {
+        return false;
+    }
+    WORDS.iter().any(|a| {
+        a.chars().count() == w.len()
+            && a.chars()
+                .zip(w)
+                .all(|(c, &b)| u32::from(c) == 0x430 + u32::from(b - 0xC0))
+    })
+}
+
 /// Abbreviations that (almost) never end a sentence, lowercase without the final period.
 fn is_abbreviation(w: &[u8]) -> bool {
     matches!(
@@ -492,6 +545,19 @@ fn is_abbreviation(w: &[u8]) -> bool {
             | b"ul"
             | b"ave"
             | b"avda"
+            // Spanish, Romanian and Polish address abbreviations: "Av. Chaco", "Psje.
+            // Rosales", "Diag. Santiago", "Bl. 42 Sc. 5 Ap. 12", "pl. Krasickiego".
+            | b"av"
+            | b"psje"
+            | b"blv"
+            | b"diag"
+            | b"bl"
+            | b"sc"
+            | b"ap"
+            | b"pl"
+            | b"dpto"
+            | b"depto"
+            | b"edif"
             | b"blvd"
             | b"bldg"
             | b"mt"
@@ -633,6 +699,24 @@ mod tests {
 
     #[test]
     fn abbreviations_and_decimals() {
+        assert_eq!(
+            split("Пишите: ул. Мира, д. 5, кв. 2. Спасибо. Он ушёл. Всё."),
+            [
+                "Пишите: ул. Мира, д. 5, кв. 2.",
+                "Спасибо.",
+                "Он ушёл.",
+                "Всё."
+            ]
+        );
+        assert_eq!(
+            split("It is at Av. Chaco 76, Bl. 4 Ap. 12. Fine."),
+            ["It is at Av. Chaco 76, Bl. 4 Ap. 12.", "Fine."]
+        );
+        // An uppercase letter before the abbreviation's letters: no abbreviation.
+        assert_eq!(
+            split("Он сказал УК. Все ушли."),
+            ["Он сказал УК.", "Все ушли."]
+        );
         assert_eq!(
             split("Dr. Smith paid $3.50 for it, e.g. a coffee. Then he left."),
             [

@@ -10,14 +10,15 @@
 //! Detectors ([`RiskFlags`] bits):
 //! - PII: e-mail addresses, phone numbers (international `+` or `00` form, also with an
 //!   area code in parentheses "+49(0)9573 93185" or a five-digit first group, trunk-prefixed
-//!   `0NNN-NNNNNNN` or unseparated "0360833541", "(0335) 773658", 8-12 digits in short
+//!   `0NNN-NNNNNNN` or unseparated "0360833541", "(0335) 773658", 10 or 11 digits without
+//!   separators and not before a lowercase word ("9731046825."), 8-12 digits in short
 //!   groups that do not read as a date, a number with an extension, or a looser shape next
-//!   to a phone word such as "Phone:", "fax", "number is", "reach", "ring" or "contact";
-//!   lists of decimals or round quantities from tables are not phones), payment-card-like
-//!   digit runs (12-19 digits, Luhn-valid), IBAN-like strings
-//!   (country code, check digits, mod-97 valid), SSN-like `AAA-GG-SSSS` (SSA area/group/serial
-//!   rules), IPv4 and IPv6 addresses; and context cues over accent-folded words for the
-//!   personal data a PII model finds: names after courtesy titles ("Mr", "Dr"),
+//!   to a phone word such as "Phone:", "fax", "number is", "reach", "ring" or "contact",
+//!   three pairs "47 18 22" included; lists of decimals or round quantities from tables
+//!   are not phones), payment-card-like digit runs (12-19 digits, Luhn-valid), IBAN-like
+//!   strings (country code, check digits, mod-97 valid), SSN-like `AAA-GG-SSSS` (SSA
+//!   area/group/serial rules), IPv4 and IPv6 addresses; and context cues over accent-folded
+//!   words for the personal data a PII model finds: names after courtesy titles ("Mr", "Dr"),
 //!   introductions ("my name is", "I'm", "called"), greetings and signatures ("Dear",
 //!   "Regards,"), or runs of two or three capitalised words (not starting a sentence) near
 //!   personal words ("patient", "account", "born"); street addresses (a house number
@@ -379,7 +380,8 @@ fn scan_digit_runs(b: &[u8], lead: &[u8]) -> RiskFlags {
             i += 1;
             continue;
         }
-        let run = DigitRun::parse(b, i);
+        let mut run = DigitRun::parse(b, i);
+        run.counted = at(b, run.end) == b' ' && at(b, run.end + 1).is_ascii_lowercase();
         f |= run.classify(phone_cue_near(b, i, run.end, lead));
         i = run.end.max(i + 1);
     }
@@ -389,6 +391,9 @@ fn scan_digit_runs(b: &[u8], lead: &[u8]) -> RiskFlags {
 /// Up to 8 groups of digits separated by short separator strings.
 struct DigitRun {
     end: usize,
+    /// Followed by a space and a lowercase word, as a count is ("3125550199 cycles"); set
+    /// by the caller.
+    counted: bool,
     plus: bool,
     groups: [u8; 8],
     ngroups: usize,
@@ -433,6 +438,7 @@ impl DigitRun {
             ext: false,
             paren_area: false,
             decimal_list: false,
+            counted: false,
         };
         let (mut dot_sep, mut space_sep) = (false, false);
         let mut i = start;
@@ -633,6 +639,21 @@ impl DigitRun {
         {
             return true;
         }
+        // Ten or eleven digits without separators and without a trunk zero: a mobile or a
+        // national number ("9857214630", "13812345678"), unless a lowercase word follows as
+        // after a count ("3125550199 cycles"). Exam text writes long numbers with
+        // thousands separators or as decimals; a run of few distinct digits ("1111111111",
+        // "1010010110") is a placeholder or binary. Measured on generated phone numbers,
+        // this form was the most frequent miss; MMLU-Pro holds none.
+        if g.len() == 1 && (10..=11).contains(&n) && matches!(d, [1..=9, ..]) && !self.counted {
+            let mut seen = 0u16;
+            for &x in d {
+                seen |= 1 << x;
+            }
+            if seen.count_ones() >= 4 {
+                return true;
+            }
+        }
         if self.ext && (7..=12).contains(&n) && g.len() >= 2 && g.iter().all(|&x| x <= 4) {
             return true;
         }
@@ -650,15 +671,18 @@ impl DigitRun {
     }
 
     /// Shapes that read as a phone number when a phone word stands next to them
-    /// ([`phone_cue_near`]): 7 to 15 digits in one to four groups of at most 10 digits,
-    /// not a date and not a decimal.
+    /// ([`phone_cue_near`]): 7 to 15 digits in one to four groups of at most 11 digits,
+    /// not a date and not a decimal, or three pairs of digits ("47 18 22").
     fn is_cued_phone(&self) -> bool {
         let g = self.groups.get(..self.ngroups).unwrap_or_default();
-        (7..=15).contains(&self.ndigits)
-            && (1..=4).contains(&g.len())
-            && g.iter().all(|&x| x <= 10)
-            && !(self.dots_only && g.len() == 2)
-            && !self.looks_like_date()
+        // "Tel. 47 18 22": six digits in three pairs, as Luxembourg and French local
+        // numbers are written.
+        g == [2, 2, 2] && self.simple_seps
+            || (7..=15).contains(&self.ndigits)
+                && (1..=4).contains(&g.len())
+                && g.iter().all(|&x| x <= 11)
+                && !(self.dots_only && g.len() == 2)
+                && !self.looks_like_date()
     }
 
     /// `YYYY-MM-DD ...` or `DD-MM-YYYY ...` with a 19xx/20xx year.
@@ -4049,6 +4073,27 @@ mod tests {
             "улица is the Russian word for street.",
         ] {
             assert!(!has(t, RiskFlags::ADDRESS), "{t}");
+        }
+    }
+
+    #[test]
+    fn bare_long_numbers_and_pairs() {
+        for t in [
+            "I tried 9731046825, three times.",
+            "Ana Ruiz - 15820937461",
+            "Tel. 47 18 22 for the front desk.",
+            "My number is 38120947562.",
+        ] {
+            assert!(has(t, RiskFlags::PHONE), "{t}");
+        }
+        for t in [
+            "The pattern 1111111111 repeats.",
+            "Write 1010011010 in decimal.",
+            "The ratio is 47 18 22 in the table.",
+            "It has 123456789012 atoms.",
+            "Use 3.1415926535 as pi.",
+        ] {
+            assert!(!has(t, RiskFlags::PHONE), "{t}");
         }
     }
 

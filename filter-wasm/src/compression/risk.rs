@@ -53,6 +53,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::lexicon::{self, WordTable};
+use super::text::Fnv;
 
 /// A set of risk kinds found in a text (a bit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -1341,21 +1342,17 @@ impl Lex {
     }
 }
 
-/// Folds one letter of a script other than Latin into a word's [`Word::foreign`] hash
-/// (FNV-1a over the lowercase code points); the hash of no letters is 0.
-fn foreign_fold(hash: u64, c: char) -> u64 {
-    let lower = c.to_lowercase().next().unwrap_or(c);
-    let h = if hash == 0 {
-        0xcbf2_9ce4_8422_2325
-    } else {
-        hash
-    };
-    (h ^ u64::from(u32::from(lower))).wrapping_mul(0x0000_0100_0000_01b3)
+/// Folds one letter of a script other than Latin, lowercased, into a word's
+/// [`Word::foreign`] hash.
+fn foreign_fold(hash: &mut Fnv, c: char) {
+    hash.char(c.to_lowercase().next().unwrap_or(c));
 }
 
 /// The [`Word::foreign`] hash of a lowercase word.
 fn foreign_hash(w: &str) -> u64 {
-    w.chars().fold(0, foreign_fold)
+    let mut h = Fnv::new();
+    w.chars().for_each(|c| foreign_fold(&mut h, c));
+    h.finish()
 }
 
 /// Greek and Cyrillic street types, lowercase, as Greek, Russian, Ukrainian, Bulgarian,
@@ -2404,11 +2401,11 @@ impl ContextScanner {
     }
 
     /// Takes the next word; `foreign` is the [`foreign_hash`] of its letters outside the
-    /// Latin script (0 when it has none).
-    fn word(&mut self, mut cur: Word, foreign: u64) {
+    /// Latin script (`None` when it has none).
+    fn word(&mut self, mut cur: Word, foreign: Option<Fnv>) {
         cur.lex = Lex::of(cur.key());
-        if foreign != 0 {
-            cur.lex |= Lex::of_foreign(foreign);
+        if let Some(hash) = foreign {
+            cur.lex |= Lex::of_foreign(hash.finish());
             if cur.in_list(Lex::FOREIGN_STREET) {
                 self.foreign_street_at = Some(self.n + 1);
             }
@@ -2912,7 +2909,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
     let mut first = true;
     let mut upper = 0u32;
     // The [`foreign_hash`] of the current word's letters outside the Latin script.
-    let mut foreign = 0u64;
+    let mut foreign: Option<Fnv> = None;
     let bytes = text.as_bytes();
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
@@ -2945,8 +2942,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             // What the general path below does for a space: it ends the words.
             inj.end();
             if any {
-                s.word(cur.finished(upper), foreign);
-                foreign = 0;
+                s.word(cur.finished(upper), foreign.take());
                 any = false;
                 start = false;
                 line = false;
@@ -2999,7 +2995,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                 None => {
                     cur.odd = true;
                     cur.foreign = true;
-                    foreign = foreign_fold(foreign, c);
+                    foreign_fold(foreign.get_or_insert_with(Fnv::new), c);
                 }
             }
             cur.accent |= latin.is_some() && !c.is_ascii();
@@ -3022,8 +3018,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             continue;
         }
         if any {
-            s.word(cur.finished(upper), foreign);
-            foreign = 0;
+            s.word(cur.finished(upper), foreign.take());
             any = false;
             start = false;
             line = false;

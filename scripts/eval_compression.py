@@ -12,7 +12,10 @@ depth of 10%, 50% or 90% inside 2K-32K tokens of other text:
   categories. Each prompt is classified twice by the daemon
 (`semroute-daemon classify`): whole, and after the filter's compression to
 its token budget (`compress_jsonl`, the filter's own compressor compiled
-natively). Reported per length:
+natively). Both calls carry what the filter sends with a text: the sentences
+its risk scan flagged with a jailbreak cue (`flagged_sentences`, scored alone
+by the jailbreak signal), found in the whole prompt by the same compressor
+with an unlimited budget. Reported per length:
 
 - domain agreement: same domain label; and the accuracy of both labels
   against the prompt's MMLU-Pro category;
@@ -235,13 +238,21 @@ def main():
     t0 = time.time()
     comp = run_jsonl([compressor], [{"text": c[3], "config": COMPRESSION} for c in cases])
     compress_s = time.time() - t0
+    # The flagged sentences of the whole prompts: what the filter would send with the
+    # prompt if it fitted its budget.
+    uncut = dict(COMPRESSION, budget_tokens=1 << 20)
+    flags = run_jsonl([compressor], [{"text": c[3], "config": uncut} for c in cases])
+    for c, f in zip(cases, flags):
+        if f["text"] != c[3]:
+            sys.exit("compress_jsonl changed a prompt that fits an unlimited budget")
     # Whole prompts: windows for every token (no truncation), so the
     # comparison is against the decision on the full text.
     cfg = os.path.join(tempfile.gettempdir(), "semroute-eval-daemon.toml")
     with open(cfg, "w") as f:
         f.write("[limits]\nmax_windows = 1000\nmax_text_bytes = 16777216\n")
-    rows_full = [{"text": c[3]} for c in cases]
-    rows_comp = [{"text": r["text"]} for r in comp]
+    rows_full = [{"text": c[3], "flagged_sentences": f["flagged_sentences"]}
+                 for c, f in zip(cases, flags)]
+    rows_comp = [{"text": r["text"], "flagged_sentences": r["flagged_sentences"]} for r in comp]
     sig_of = lambda s: s
 
     def classify(rows, signal):

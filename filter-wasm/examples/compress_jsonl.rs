@@ -44,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "sentences": c.sentences,
             "kept_sentences": c.kept_sentences,
             "risk_flagged_sentences": c.risk_flagged_sentences,
+            "flagged_sentences": c.flagged_sentences.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
             "overflow": c.overflow,
         });
         writeln!(out, "{result}")?;

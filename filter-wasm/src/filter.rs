@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use prost::Message;
 use semroute_proto::signal;
-use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Reduction, Timings};
+use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Reduction, TextSpan, Timings};
 use thiserror::Error;
 
 use crate::config::FilterConfig;
@@ -169,6 +169,20 @@ pub struct HttpFilter {
 
 /// True when `v` can be sent as a header value: 1..=256 visible ASCII
 /// characters or spaces.
+/// Byte ranges as `ClassifyRequest` spans (ranges past `u32` are left out: the daemon's
+/// byte limit is far below).
+fn text_spans(ranges: &[std::ops::Range<usize>]) -> Vec<TextSpan> {
+    ranges
+        .iter()
+        .filter_map(|r| {
+            Some(TextSpan {
+                start: u32::try_from(r.start).ok()?,
+                end: u32::try_from(r.end).ok()?,
+            })
+        })
+        .collect()
+}
+
 fn header_value_ok(v: &str) -> bool {
     !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
@@ -501,17 +515,22 @@ impl HttpFilter {
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
-        let mut scan_text = extractor
+        let (mut scan_text, mut scan_flagged) = extractor
             .take_scan_builder()
-            .map(|b| b.finish(&[]).text)
+            .map(|b| {
+                let c = b.finish(&[]);
+                (c.text, c.flagged_sentences)
+            })
             .unwrap_or_default();
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
         let mut text = compressed.text;
+        let mut flagged = compressed.flagged_sentences;
         if text.trim().is_empty() {
             // No user turn: domain cannot be classified; scan what there is.
             signals.retain(|s| s != signal::DOMAIN);
             text = std::mem::take(&mut scan_text);
+            flagged = std::mem::take(&mut scan_flagged);
         }
         if signals.is_empty() || text.trim().is_empty() {
             self.call = Call::Done;
@@ -529,6 +548,8 @@ impl HttpFilter {
                 compressed: compressed.compressed,
             }),
             scan_text: scan_text.into_bytes(),
+            flagged_sentences: text_spans(&flagged),
+            scan_flagged_sentences: text_spans(&scan_flagged),
         };
         let timeout = Duration::from_millis(self.config.daemon.timeout_ms);
         match host.dispatch_classify(

@@ -71,6 +71,35 @@ pub struct ClassifyInput {
     pub scan_text: String,
     /// Requested signals.
     pub signals: SignalSet,
+    /// Byte ranges of `text` (valid, on character boundaries) that the jailbreak signal
+    /// also scores alone: the sentences the filter's risk scan flagged with a jailbreak
+    /// cue. At most [`MAX_FLAGGED_SENTENCES`] are read.
+    pub flagged_sentences: Vec<Range<usize>>,
+    /// The same for `scan_text`.
+    pub scan_flagged_sentences: Vec<Range<usize>>,
+}
+
+/// Most flagged sentences the jailbreak signal scores alone per text
+/// ([`ClassifyInput::flagged_sentences`]); the filter sends no more than this either.
+pub const MAX_FLAGGED_SENTENCES: usize = 16;
+
+impl ClassifyInput {
+    /// The flagged sentences of `part` that the jailbreak signal scores alone: at most
+    /// [`MAX_FLAGGED_SENTENCES`], non-empty, inside the text and on character boundaries
+    /// (others are skipped; the server rejects them before they get here).
+    fn flagged(&self, part: Part) -> impl Iterator<Item = (Range<usize>, &str)> {
+        let (text, spans) = match part {
+            Part::Text => (&self.text, &self.flagged_sentences),
+            Part::ScanText => (&self.scan_text, &self.scan_flagged_sentences),
+        };
+        spans
+            .iter()
+            .filter_map(move |r| {
+                let s = text.get(r.clone())?;
+                (!s.trim().is_empty()).then(|| (r.clone(), s))
+            })
+            .take(MAX_FLAGGED_SENTENCES)
+    }
 }
 
 /// Which of the two texts a span refers to.
@@ -459,6 +488,27 @@ impl Engine {
                     }
                 }
             }
+            // The filter's flagged sentences, each alone, whatever the windows scored.
+            for (req, input) in inputs.iter().enumerate() {
+                if !(input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_))) {
+                    continue;
+                }
+                for part in [Part::Text, Part::ScanText] {
+                    for (r, sentence) in input.flagged(part) {
+                        let tok = encoder.tokenizer.tokenize(sentence)?;
+                        let n = tok.ids.len().min(content);
+                        if n == 0 {
+                            continue;
+                        }
+                        sentence_jobs.push(SentenceJob {
+                            req,
+                            part,
+                            span: (r.start, r.end),
+                            ids: tok.ids[..n].to_vec(),
+                        });
+                    }
+                }
+            }
             // Encoder time of the sentence pass, counted as inference, not postprocessing.
             let mut refine_us = 0u64;
             if !sentence_jobs.is_empty() {
@@ -514,29 +564,38 @@ impl Engine {
                     continue;
                 }
                 let t0 = Instant::now();
-                let mut texts: Vec<(Part, Cow<'_, str>)> =
+                // Each text scored: its part, and the offset of its first byte there.
+                let mut texts: Vec<(Part, usize, Cow<'_, str>)> =
                     if is_domain || input.scan_text.is_empty() {
-                        vec![(Part::Text, Cow::Borrowed(input.text.as_str()))]
+                        vec![(Part::Text, 0, Cow::Borrowed(input.text.as_str()))]
                     } else {
                         vec![
-                            (Part::Text, Cow::Borrowed(input.text.as_str())),
-                            (Part::ScanText, Cow::Borrowed(input.scan_text.as_str())),
+                            (Part::Text, 0, Cow::Borrowed(input.text.as_str())),
+                            (Part::ScanText, 0, Cow::Borrowed(input.scan_text.as_str())),
                         ]
                     };
                 if !is_domain {
                     // The jailbreak also scores each text's other readings (invisible
                     // characters as spaces, look-alike letters as Latin, encoded payloads
-                    // decoded; offsets unchanged), where there are any.
+                    // decoded; offsets unchanged), where there are any, and the filter's
+                    // flagged sentences alone.
                     let max = self.limits.max_readings;
-                    let spaced: Vec<(Part, Cow<'_, str>)> = texts
+                    let spaced: Vec<(Part, usize, Cow<'_, str>)> = texts
                         .iter()
-                        .flat_map(|(part, t)| {
+                        .flat_map(|(part, _, t)| {
                             jailbreak_readings(t, max)
                                 .into_iter()
-                                .map(|s| (*part, Cow::Owned(s)))
+                                .map(|s| (*part, 0, Cow::Owned(s)))
                         })
                         .collect();
                     texts.extend(spaced);
+                    for part in [Part::Text, Part::ScanText] {
+                        texts.extend(
+                            input
+                                .flagged(part)
+                                .map(|(r, s)| (part, r.start, Cow::Borrowed(s))),
+                        );
+                    }
                 }
                 let content = c
                     .max_positions
@@ -546,8 +605,8 @@ impl Engine {
                 let mut probs_sum = vec![0f32; c.id2label.len()];
                 let mut best: Option<JailbreakOutput> = None;
                 let mut windows = 0u32;
-                for (part, text) in &texts {
-                    let (part, text) = (*part, text.as_ref());
+                for (part, base, text) in &texts {
+                    let (part, base, text) = (*part, *base, text.as_ref());
                     let tok = c.tokenizer.tokenize(text)?;
                     let plan = plan_windows(tok.ids.len(), content, overlap, max_windows);
                     outputs[req].truncated |= plan.truncated;
@@ -569,7 +628,7 @@ impl Engine {
                             best = Some(JailbreakOutput {
                                 score,
                                 windows: 0,
-                                window: (span.0, span.1, part),
+                                window: (base + span.0, base + span.1, part),
                             });
                         }
                     }

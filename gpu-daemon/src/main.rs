@@ -2,6 +2,7 @@
 
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -63,8 +64,9 @@ enum Command {
         #[arg(long)]
         metrics_addr: Option<SocketAddr>,
     },
-    /// Classify JSON lines `{"text": ..., "scan_text": ...}` (from --input or
-    /// stdin) or one --text, printing one JSON result per line.
+    /// Classify JSON lines `{"text": ..., "scan_text": ..., "flagged_sentences":
+    /// [[start, end], ...]}` (from --input or stdin) or one --text, printing one JSON result
+    /// per line.
     Classify {
         #[command(flatten)]
         config: ConfigArgs,
@@ -228,6 +230,26 @@ struct InputLine {
     text: String,
     #[serde(default)]
     scan_text: String,
+    /// `[start, end]` byte ranges of `text` scored alone by the jailbreak signal (what the
+    /// filter sends as `flagged_sentences`).
+    #[serde(default)]
+    flagged_sentences: Vec<[usize; 2]>,
+    /// The same for `scan_text`.
+    #[serde(default)]
+    scan_flagged_sentences: Vec<[usize; 2]>,
+}
+
+/// `spans` as ranges of `text`; an error names the first that is not a range of character
+/// boundaries.
+fn line_spans(field: &str, spans: &[[usize; 2]], text: &str) -> Result<Vec<Range<usize>>, String> {
+    spans
+        .iter()
+        .map(|&[a, b]| {
+            text.get(a..b)
+                .map(|_| a..b)
+                .ok_or_else(|| format!("{field}: {a}..{b} is not a range of character boundaries"))
+        })
+        .collect()
 }
 
 fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
@@ -249,7 +271,12 @@ fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
         });
     }
     if let Some(j) = &out.jailbreak {
-        v["jailbreak"] = json!({"score": j.score.max(0.0), "windows": j.windows});
+        v["jailbreak"] = json!({
+            "score": j.score.max(0.0),
+            "windows": j.windows,
+            "window": [j.window.0, j.window.1],
+            "in_scan_text": j.window.2 == Part::ScanText,
+        });
     }
     if let Some(p) = &out.pii {
         v["pii"] = p
@@ -291,17 +318,33 @@ fn classify(
             }
             Ok(l) => {
                 let t = Instant::now();
-                let input = ClassifyInput {
-                    text: l.text,
-                    scan_text: l.scan_text,
-                    signals,
-                };
-                match engine.classify_batch(std::slice::from_ref(&input)) {
-                    Ok(mut o) => match o.pop() {
-                        Some(o) => output_json(&o, t.elapsed().as_secs_f64() * 1e3),
-                        None => json!({"error": "no result"}),
-                    },
-                    Err(e) => json!({ "error": e.to_string() }),
+                let spans = line_spans("flagged_sentences", &l.flagged_sentences, &l.text)
+                    .and_then(|a| {
+                        line_spans(
+                            "scan_flagged_sentences",
+                            &l.scan_flagged_sentences,
+                            &l.scan_text,
+                        )
+                        .map(|b| (a, b))
+                    });
+                match spans {
+                    Err(e) => json!({ "error": e }),
+                    Ok((flagged_sentences, scan_flagged_sentences)) => {
+                        let input = ClassifyInput {
+                            text: l.text,
+                            scan_text: l.scan_text,
+                            signals,
+                            flagged_sentences,
+                            scan_flagged_sentences,
+                        };
+                        match engine.classify_batch(std::slice::from_ref(&input)) {
+                            Ok(mut o) => match o.pop() {
+                                Some(o) => output_json(&o, t.elapsed().as_secs_f64() * 1e3),
+                                None => json!({"error": "no result"}),
+                            },
+                            Err(e) => json!({ "error": e.to_string() }),
+                        }
+                    }
                 }
             }
         };
@@ -315,6 +358,8 @@ fn classify(
         run(Ok(InputLine {
             text: t,
             scan_text: String::new(),
+            flagged_sentences: Vec::new(),
+            scan_flagged_sentences: Vec::new(),
         }))?;
     } else {
         let reader: Box<dyn BufRead> = match input {

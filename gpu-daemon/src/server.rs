@@ -1,6 +1,7 @@
 //! The gRPC server: `semroute.v1.Classifier` and `grpc.health.v1` on a Unix
 //! domain socket.
 
+use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::time::Instant;
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
 use semroute_proto::v1::{
     ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, LabelScore, ModelInfo,
-    PiiEntity, PiiResult, PiiSource, Timings,
+    PiiEntity, PiiResult, PiiSource, TextSpan, Timings,
 };
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -48,7 +49,8 @@ impl ClassifierService {
 /// Validates a request and turns it into engine input.
 ///
 /// Errors (all INVALID_ARGUMENT): empty text, text or scan_text not UTF-8,
-/// more than `max_text_bytes` bytes in total, unknown signal names.
+/// more than `max_text_bytes` bytes in total, unknown signal names, a flagged-sentence
+/// span that is not a range of character boundaries of its text.
 pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyInput, Status> {
     let total = req.text.len() + req.scan_text.len();
     if total > max_text_bytes {
@@ -72,11 +74,40 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         return Err(Status::invalid_argument("text is empty"));
     }
     let signals = SignalSet::parse(&req.signals).map_err(Status::invalid_argument)?;
+    let flagged_sentences = spans("flagged_sentences", &req.flagged_sentences, &text)?;
+    let scan_flagged_sentences = spans(
+        "scan_flagged_sentences",
+        &req.scan_flagged_sentences,
+        &scan_text,
+    )?;
     Ok(ClassifyInput {
         text,
         scan_text,
         signals,
+        flagged_sentences,
+        scan_flagged_sentences,
     })
+}
+
+/// `spans` as byte ranges of `text`. Errors (INVALID_ARGUMENT): a span with start > end,
+/// past the end of `text`, or not on character boundaries.
+fn spans(field: &str, spans: &[TextSpan], text: &str) -> Result<Vec<Range<usize>>, Status> {
+    spans
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let r = s.start as usize..s.end as usize;
+            if text.get(r.clone()).is_none() {
+                return Err(Status::invalid_argument(format!(
+                    "{field}[{i}] = {}..{} is not a range of character boundaries in a text of {} bytes",
+                    r.start,
+                    r.end,
+                    text.len()
+                )));
+            }
+            Ok(r)
+        })
+        .collect()
 }
 
 /// Converts engine output to the wire response.

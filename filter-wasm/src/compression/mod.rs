@@ -59,6 +59,14 @@ use text::PreHashedBuild;
 /// classifiers as used by the paper).
 pub const DEFAULT_BUDGET_TOKENS: u32 = 512;
 
+/// The risk kinds whose sentences are reported in [`Compressed::flagged_sentences`]: the
+/// strong jailbreak cues ([`RiskFlags::INJECTION`]).
+pub const SCORED_ALONE: RiskFlags = RiskFlags::INJECTION;
+
+/// Most sentences reported in [`Compressed::flagged_sentences`]; the daemon reads no more
+/// per text (`ClassifyRequest.flagged_sentences`).
+pub const MAX_FLAGGED_SENTENCES: usize = 16;
+
 /// The end of the pinned segments may use at most 1 / `PINNED_SHARE` of the text budget
 /// (their last sentences are kept even beyond it); the rest is left to the risk-flagged
 /// sentences and the ranking. A content part or message of any length may be the final
@@ -526,6 +534,11 @@ pub struct Compressed {
     pub compressed: bool,
     /// Risk-flagged sentences in `text`.
     pub risk_flagged_sentences: u32,
+    /// Byte ranges in `text` of the first [`MAX_FLAGGED_SENTENCES`] sentences flagged with a
+    /// [`SCORED_ALONE`] kind, in text order: what the daemon's jailbreak signal scores
+    /// alone (`ClassifyRequest.flagged_sentences`), so that such a sentence weighs the same
+    /// whether the text around it was dropped or not.
+    pub flagged_sentences: Vec<Range<usize>>,
     /// Microseconds spent in this builder: incremental work in `push_str` / `end_segment`
     /// plus this compression (0 when no clock is available).
     pub elapsed_us: u64,
@@ -942,6 +955,7 @@ impl PromptBuilder {
             original_bytes,
             compressed: false,
             risk_flagged_sentences: 0,
+            flagged_sentences: Vec::new(),
             elapsed_us: 0,
             finish_us: 0,
             budget_tokens: text_budget,
@@ -957,6 +971,7 @@ impl PromptBuilder {
 
         if self.total_centi <= budget_centi {
             out.text = self.original_text();
+            out.flagged_sentences = self.original_flagged();
             out.kept_tokens = out.original_tokens;
             out.kept_tokens_raw = text::centi_to_tokens(self.total_centi, 1.0);
             out.kept_sentences = n as u32;
@@ -1045,11 +1060,11 @@ impl PromptBuilder {
             .filter_map(|(i, &k)| k.then_some(i))
             .collect();
         out.compressed = kept.len() < n;
-        out.text = if out.compressed {
+        (out.text, out.flagged_sentences) = if out.compressed {
             self.assemble(&kept)
         } else {
             // Everything is pinned: send it as it came.
-            self.original_text()
+            (self.original_text(), self.original_flagged())
         };
         out.kept_tokens = text::centi_to_tokens(used, ratio);
         out.kept_tokens_raw = text::centi_to_tokens(used, 1.0);
@@ -1313,14 +1328,41 @@ impl PromptBuilder {
         t
     }
 
-    /// Joins kept sentences (ascending indices); see [`Compressed::text`].
-    fn assemble(&self, kept: &[usize]) -> String {
+    /// [`Compressed::flagged_sentences`] of [`PromptBuilder::original_text`] (segments
+    /// joined by line breaks).
+    fn original_flagged(&self) -> Vec<Range<usize>> {
+        let mut out = Vec::new();
+        // Where the segment starts in the joined text.
+        let mut base = 0usize;
+        for seg in &self.segments {
+            for s in self
+                .sentences
+                .get(seg.sentences.clone())
+                .unwrap_or_default()
+            {
+                if out.len() == MAX_FLAGGED_SENTENCES {
+                    return out;
+                }
+                if s.risk.intersects(SCORED_ALONE) {
+                    let a = base + s.start.saturating_sub(seg.start);
+                    out.push(a..a + s.end.saturating_sub(s.start));
+                }
+            }
+            base += seg.end - seg.start + 1;
+        }
+        out
+    }
+
+    /// Joins kept sentences (ascending indices); see [`Compressed::text`]. Also returns
+    /// [`Compressed::flagged_sentences`] of the joined text.
+    fn assemble(&self, kept: &[usize]) -> (String, Vec<Range<usize>>) {
         let cap: usize = kept
             .iter()
             .filter_map(|&i| self.sentences.get(i))
             .map(|s| s.ws_end.saturating_sub(s.start))
             .sum();
         let mut t = String::with_capacity(cap);
+        let mut flagged = Vec::new();
         let mut prev: Option<(usize, &Sentence)> = None;
         for &i in kept {
             let Some(s) = self.sentences.get(i) else {
@@ -1339,9 +1381,13 @@ impl PromptBuilder {
                     t.push(if ps.ws_newline || before { '\n' } else { ' ' });
                 }
             }
+            let at = t.len();
             t.push_str(self.text.get(s.start..s.end).unwrap_or(""));
+            if s.risk.intersects(SCORED_ALONE) && flagged.len() < MAX_FLAGGED_SENTENCES {
+                flagged.push(at..t.len());
+            }
             prev = Some((i, s));
         }
-        t
+        (t, flagged)
     }
 }

@@ -132,6 +132,7 @@ fn main() -> anyhow::Result<()> {
                         text: text.clone(),
                         scan_text: String::new(),
                         signals: signals(sig),
+                        ..Default::default()
                     })
                     .collect();
                 let s = time_it(
@@ -251,6 +252,7 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
                 text: text.clone(),
                 scan_text: String::new(),
                 signals: SignalSet::ALL,
+                ..Default::default()
             }];
             let local = time_it(
                 || {

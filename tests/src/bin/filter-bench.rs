@@ -50,7 +50,7 @@ use semroute_e2e::default_filter_config;
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
 use semroute_filter::prompt::{PromptBuilder, TokenCalibration};
-use semroute_proto::v1::{ClassifyRequest, Reduction};
+use semroute_proto::v1::{ClassifyRequest, Reduction, TextSpan};
 use serde_json::Value;
 
 struct Args {
@@ -317,6 +317,14 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
     b.push_str(&text);
     b.end_segment();
     let compressed = b.finish(&[]);
+    let flagged_sentences = compressed
+        .flagged_sentences
+        .iter()
+        .map(|r| TextSpan {
+            start: r.start as u32,
+            end: r.end as u32,
+        })
+        .collect();
     let request = ClassifyRequest {
         request_id: "bench".into(),
         text: compressed.text.into_bytes(),
@@ -328,6 +336,8 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
             compressed: compressed.compressed,
         }),
         scan_text: scan_text.into_bytes(),
+        flagged_sentences,
+        scan_flagged_sentences: Vec::new(),
     }
     .encode_to_vec();
     let built = t.elapsed();

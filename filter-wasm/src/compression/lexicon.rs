@@ -25,8 +25,12 @@ pub(crate) fn pack(w: &[u8]) -> Option<u128> {
 
 /// An immutable set of words, each with a value; built once from static lists.
 pub(crate) struct WordTable<V: Copy> {
-    /// `(key, value)`; key 0 marks an empty slot (no packed word is 0).
-    slots: Vec<(u128, V)>,
+    /// Packed words; 0 marks an empty slot (no packed word is 0). Apart from the values,
+    /// so that a probe, most often for a word the table does not hold, reads 16 bytes a
+    /// slot (a `(u128, V)` pair takes 32 with the key's alignment).
+    keys: Vec<u128>,
+    /// The value of the word in the same slot of `keys`.
+    values: Vec<V>,
     /// log2 of the slot count.
     bits: u32,
 }
@@ -49,19 +53,20 @@ impl<V: Copy + Default> WordTable<V> {
             bits += 1;
         }
         let mut table = WordTable {
-            slots: vec![(0, V::default()); 1 << bits],
+            keys: vec![0; 1 << bits],
+            values: vec![V::default(); 1 << bits],
             bits,
         };
         for (k, v) in entries {
-            let mask = table.slots.len() - 1;
+            let mask = table.keys.len() - 1;
             let mut i = table.slot(k);
-            while let Some(slot) = table.slots.get_mut(i) {
-                if slot.0 == 0 {
-                    *slot = (k, v);
+            while let (Some(key), Some(value)) = (table.keys.get_mut(i), table.values.get_mut(i)) {
+                if *key == 0 {
+                    (*key, *value) = (k, v);
                     break;
                 }
-                if slot.0 == k {
-                    slot.1 = merge(slot.1, v);
+                if *key == k {
+                    *value = merge(*value, v);
                     break;
                 }
                 i = (i + 1) & mask;
@@ -88,14 +93,14 @@ impl<V: Copy + Default> WordTable<V> {
     /// The value of a packed word, or `V::default()`.
     #[inline]
     pub(crate) fn get_packed(&self, k: u128) -> V {
-        let mask = self.slots.len() - 1;
+        let mask = self.keys.len() - 1;
         let mut i = self.slot(k);
         // The table is never full, so an empty slot ends every probe sequence; the bound
         // only guards against a logic error.
-        for _ in 0..self.slots.len() {
-            match self.slots.get(i) {
-                Some(&(key, v)) if key == k => return v,
-                Some(&(0, _)) | None => return V::default(),
+        for _ in 0..self.keys.len() {
+            match self.keys.get(i) {
+                Some(&key) if key == k => return self.values.get(i).copied().unwrap_or_default(),
+                Some(0) | None => return V::default(),
                 Some(_) => i = (i + 1) & mask,
             }
         }

@@ -189,7 +189,8 @@ pub struct CompressionConfig {
     /// is a hard cap for everything but the last sentence of a pinned segment).
     pub risk_overflow_tokens: u32,
     /// Estimated tokens of surrounding text kept on each side of a sentence with an
-    /// injection cue ([`RiskFlags::INJECTION`]; a weak [`RiskFlags::FRAMING`] cue gets none),
+    /// injection cue ([`RiskFlags::INJECTION`]; a weak [`RiskFlags::FRAMING`] cue and a
+    /// [`RiskFlags::HARMFUL_REQUEST`] get none),
     /// nearest sentences first, within its segment, while the budget allows
     /// (default 160; at most 4096). A persona, fiction or rule-list setup spreads over many
     /// sentences and short lines, the cue words sit in only some of them, and the daemon's
@@ -994,7 +995,8 @@ impl PromptBuilder {
                 self.cfg.risk_overflow_tokens,
                 ratio,
             ));
-            // Jailbreak cues, then personal data other than bare names, then weak jailbreak
+            // Jailbreak cues and harmful requests (no context of their own: the sentence is
+            // the request), then personal data other than bare names, then weak jailbreak
             // cues (fiction framings: no context of their own), then the context of the
             // jailbreak cues (a setup the jailbreak signal must see whole), then the rest of
             // each personal-data record (the short lines around it: the name, city and
@@ -1002,7 +1004,10 @@ impl PromptBuilder {
             // neighbours of each personal-data sentence.
             let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
             let steps = [
-                (RiskFlags::INJECTION, Step::Flagged),
+                (
+                    RiskFlags::INJECTION.union(RiskFlags::HARMFUL_REQUEST),
+                    Step::Flagged,
+                ),
                 (strong_pii, Step::Flagged),
                 (RiskFlags::FRAMING, Step::Flagged),
                 (strong_pii, Step::RecordLines),

@@ -60,8 +60,9 @@ use text::PreHashedBuild;
 pub const DEFAULT_BUDGET_TOKENS: u32 = 512;
 
 /// The risk kinds whose sentences are reported in [`Compressed::flagged_sentences`]: the
-/// strong jailbreak cues ([`RiskFlags::INJECTION`]).
-pub const SCORED_ALONE: RiskFlags = RiskFlags::INJECTION;
+/// strong jailbreak cues ([`RiskFlags::INJECTION`]) and plain harmful requests
+/// ([`RiskFlags::HARMFUL_REQUEST`]).
+pub const SCORED_ALONE: RiskFlags = RiskFlags::INJECTION.union(RiskFlags::HARMFUL_REQUEST);
 
 /// Most sentences reported in [`Compressed::flagged_sentences`]; the daemon reads no more
 /// per text (`ClassifyRequest.flagged_sentences`).

@@ -12,12 +12,14 @@
 //! - no panic;
 //! - chunked == one-shot: the same sentences counted and the same output;
 //! - the output fits the budget unless it reports `overflow`, holds no more
-//!   text than went in, and is unchanged text when nothing was dropped.
+//!   text than went in, and is unchanged text when nothing was dropped;
+//! - the flagged sentences sent with it are in order, at most
+//!   `MAX_FLAGGED_SENTENCES`, and ranges of character boundaries of the output.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use semroute_filter::compression::{CompressionConfig, PromptBuilder};
+use semroute_filter::compression::{CompressionConfig, PromptBuilder, MAX_FLAGGED_SENTENCES};
 
 fn build(cfg: &CompressionConfig, segments: &[&str], chunk: usize) -> PromptBuilder {
     let mut b = PromptBuilder::new(cfg);
@@ -66,6 +68,12 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(a.text, b.text);
     assert_eq!(a.kept_tokens, b.kept_tokens);
     assert_eq!(a.pruned_sentences, b.pruned_sentences);
+    assert_eq!(a.flagged_sentences, b.flagged_sentences);
+    assert!(a.flagged_sentences.len() <= MAX_FLAGGED_SENTENCES);
+    assert!(a.flagged_sentences.windows(2).all(|w| w[0].end <= w[1].start));
+    for r in &a.flagged_sentences {
+        assert!(r.start < r.end && a.text.get(r.clone()).is_some(), "{r:?}");
+    }
 
     if !a.overflow {
         assert!(a.kept_tokens <= a.budget_tokens, "{a:?}");

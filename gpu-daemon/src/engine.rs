@@ -3,6 +3,7 @@
 //! and batching windows across requests.
 
 use std::borrow::Cow;
+use std::collections::HashSet;
 use std::ops::Range;
 use std::time::Instant;
 
@@ -103,7 +104,7 @@ impl ClassifyInput {
 }
 
 /// Which of the two texts a span refers to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Part {
     /// `ClassifyInput::text`.
     Text,
@@ -488,13 +489,21 @@ impl Engine {
                     }
                 }
             }
-            // The filter's flagged sentences, each alone, whatever the windows scored.
+            // The filter's flagged sentences, each alone, whatever the windows scored (but
+            // once: not again when the pass above already has the same span).
+            let passed: HashSet<(usize, Part, (usize, usize))> = sentence_jobs
+                .iter()
+                .map(|g| (g.req, g.part, g.span))
+                .collect();
             for (req, input) in inputs.iter().enumerate() {
                 if !(input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_))) {
                     continue;
                 }
                 for part in [Part::Text, Part::ScanText] {
                     for (r, sentence) in input.flagged(part) {
+                        if passed.contains(&(req, part, (r.start, r.end))) {
+                            continue;
+                        }
                         let tok = encoder.tokenizer.tokenize(sentence)?;
                         let n = tok.ids.len().min(content);
                         if n == 0 {

@@ -82,7 +82,7 @@ pub struct ClassifyInput {
 
 /// Most flagged sentences the jailbreak signal scores alone per text
 /// ([`ClassifyInput::flagged_sentences`]); the filter sends no more than this either.
-pub const MAX_FLAGGED_SENTENCES: usize = 16;
+pub const MAX_FLAGGED_SENTENCES: usize = 64;
 
 impl ClassifyInput {
     /// The flagged sentences of `part` that the jailbreak signal scores alone: at most
@@ -489,8 +489,11 @@ impl Engine {
                     }
                 }
             }
-            // The filter's flagged sentences, each alone, whatever the windows scored (but
-            // once: not again when the pass above already has the same span).
+            // The filter's flagged sentences, each alone, whatever the windows scored: as
+            // written and in their other readings, each in full and, where the daemon's own
+            // rule finds several sentences or clauses in it, each of those too (see
+            // `flagged_pieces`); at most MAX_FLAGGED_JOBS per request, and not again where
+            // the pass above already has the same span.
             let passed: HashSet<(usize, Part, (usize, usize))> = sentence_jobs
                 .iter()
                 .map(|g| (g.req, g.part, g.span))
@@ -499,24 +502,43 @@ impl Engine {
                 if !(input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_))) {
                     continue;
                 }
+                // (tier, job): first each sentence's first window as written, then its
+                // readings' first windows and its pieces, then the readings' pieces; so that
+                // many long or encoded decoys cannot crowd out a later sentence.
+                let mut candidates: Vec<(u8, SentenceJob)> = Vec::new();
                 for part in [Part::Text, Part::ScanText] {
                     for (r, sentence) in input.flagged(part) {
-                        if passed.contains(&(req, part, (r.start, r.end))) {
-                            continue;
+                        let variants = flagged_variants(sentence, self.limits.max_readings);
+                        for (v, variant) in variants.iter().enumerate() {
+                            let tok = encoder.tokenizer.tokenize(variant)?;
+                            let pieces = flagged_pieces(&tok, variant, content, overlap);
+                            for (k, piece) in pieces.into_iter().enumerate() {
+                                let (a, b) = byte_span(&tok, piece.clone(), variant.len());
+                                let span = (r.start + a, r.start + b);
+                                if passed.contains(&(req, part, span)) {
+                                    continue;
+                                }
+                                let tier = u8::from(v > 0) + u8::from(k > 0);
+                                candidates.push((
+                                    tier,
+                                    SentenceJob {
+                                        req,
+                                        part,
+                                        span,
+                                        ids: tok.ids[piece].to_vec(),
+                                    },
+                                ));
+                            }
                         }
-                        let tok = encoder.tokenizer.tokenize(sentence)?;
-                        let n = tok.ids.len().min(content);
-                        if n == 0 {
-                            continue;
-                        }
-                        sentence_jobs.push(SentenceJob {
-                            req,
-                            part,
-                            span: (r.start, r.end),
-                            ids: tok.ids[..n].to_vec(),
-                        });
                     }
                 }
+                candidates.sort_by_key(|(tier, _)| *tier);
+                sentence_jobs.extend(
+                    candidates
+                        .into_iter()
+                        .take(MAX_FLAGGED_JOBS)
+                        .map(|(_, job)| job),
+                );
             }
             // Encoder time of the sentence pass, counted as inference, not postprocessing.
             let mut refine_us = 0u64;
@@ -573,23 +595,21 @@ impl Engine {
                     continue;
                 }
                 let t0 = Instant::now();
-                // Each text scored: its part, and the offset of its first byte there.
-                let mut texts: Vec<(Part, usize, Cow<'_, str>)> =
-                    if is_domain || input.scan_text.is_empty() {
-                        vec![(Part::Text, 0, Cow::Borrowed(input.text.as_str()))]
-                    } else {
-                        vec![
-                            (Part::Text, 0, Cow::Borrowed(input.text.as_str())),
-                            (Part::ScanText, 0, Cow::Borrowed(input.scan_text.as_str())),
-                        ]
-                    };
+                let mut texts: Vec<ScoredText<'_>> = if is_domain || input.scan_text.is_empty() {
+                    vec![(Part::Text, 0, Cow::Borrowed(input.text.as_str()))]
+                } else {
+                    vec![
+                        (Part::Text, 0, Cow::Borrowed(input.text.as_str())),
+                        (Part::ScanText, 0, Cow::Borrowed(input.scan_text.as_str())),
+                    ]
+                };
                 if !is_domain {
                     // The jailbreak also scores each text's other readings (invisible
                     // characters as spaces, look-alike letters as Latin, encoded payloads
                     // decoded; offsets unchanged), where there are any, and the filter's
                     // flagged sentences alone.
                     let max = self.limits.max_readings;
-                    let spaced: Vec<(Part, usize, Cow<'_, str>)> = texts
+                    let spaced: Vec<ScoredText<'_>> = texts
                         .iter()
                         .flat_map(|(part, _, t)| {
                             jailbreak_readings(t, max)
@@ -598,13 +618,31 @@ impl Engine {
                         })
                         .collect();
                     texts.extend(spaced);
+                    // The flagged sentences as written first, then their readings and
+                    // pieces, at most MAX_FLAGGED_JOBS texts in all.
+                    let mut extra: Vec<(u8, ScoredText<'_>)> = Vec::new();
                     for part in [Part::Text, Part::ScanText] {
-                        texts.extend(
-                            input
-                                .flagged(part)
-                                .map(|(r, s)| (part, r.start, Cow::Borrowed(s))),
-                        );
+                        for (r, sentence) in input.flagged(part) {
+                            for (v, variant) in
+                                flagged_variants(sentence, max).into_iter().enumerate()
+                            {
+                                let tok = c.tokenizer.tokenize(&variant)?;
+                                let mut pieces = flagged_pieces(&tok, &variant, usize::MAX, 0);
+                                // The whole sentence is windowed below like any text.
+                                pieces.retain(|p| p.len() < tok.ids.len());
+                                for p in pieces {
+                                    let (a, b) = byte_span(&tok, p, variant.len());
+                                    if let Some(t) = variant.get(a..b) {
+                                        let t = Cow::Owned(t.to_string());
+                                        extra.push((1 + u8::from(v > 0), (part, r.start + a, t)));
+                                    }
+                                }
+                                extra.push((u8::from(v > 0), (part, r.start, variant)));
+                            }
+                        }
                     }
+                    extra.sort_by_key(|(tier, _)| *tier);
+                    texts.extend(extra.into_iter().take(MAX_FLAGGED_JOBS).map(|(_, t)| t));
                 }
                 let content = c
                     .max_positions
@@ -913,6 +951,58 @@ fn head_score(h: &LinearHead, mut embedding: Vec<f32>, positive: usize) -> f32 {
         .unwrap_or(0.0)
 }
 
+/// A text a classifier directory scores: its part, the offset of its first byte there,
+/// and the text.
+type ScoredText<'a> = (Part, usize, Cow<'a, str>);
+
+/// Most encoder jobs per request for the filter's flagged sentences (each sentence in full,
+/// in its readings, and its pieces; see [`flagged_pieces`]).
+const MAX_FLAGGED_JOBS: usize = 2 * MAX_FLAGGED_SENTENCES;
+
+/// A flagged sentence as written, then its other readings (at most `max_readings`; see
+/// [`jailbreak_readings`]): an encoded payload or look-alike letters in a flagged sentence
+/// are read alone, not only inside a window of the text around them.
+fn flagged_variants(sentence: &str, max_readings: usize) -> Vec<Cow<'_, str>> {
+    let mut out = vec![Cow::Borrowed(sentence)];
+    out.extend(
+        jailbreak_readings(sentence, max_readings)
+            .into_iter()
+            .map(Cow::Owned),
+    );
+    out
+}
+
+/// The token ranges of `tok` (a flagged sentence, `text`) to score alone: the sentence in
+/// windows of at most `content` tokens (one window unless it is longer), then, when the
+/// daemon's own rule splits it into several sentences or clauses, each of those (at most
+/// [`MAX_WINDOW_SENTENCES`], cut to `content` tokens). The filter's segmenter keeps text
+/// together that this rule splits (a stop followed by a lowercase word, `;` between
+/// clauses, a run of `!`), and the prose after an injection in the same filter sentence
+/// would dilute it again.
+fn flagged_pieces(
+    tok: &TokenizedText,
+    text: &str,
+    content: usize,
+    overlap: usize,
+) -> Vec<Range<usize>> {
+    let n = tok.ids.len();
+    if n == 0 {
+        return Vec::new();
+    }
+    let mut out = plan_windows(n, content, overlap, MAX_WINDOW_SENTENCES).windows;
+    for r in split_sentences(tok, text, 0..n, MAX_WINDOW_SENTENCES, true) {
+        let cut = r.start..r.end.min(r.start.saturating_add(content));
+        let (a, b) = byte_span(tok, cut.clone(), text.len());
+        let wordy = text
+            .get(a..b)
+            .is_some_and(|t| t.chars().any(char::is_alphanumeric));
+        if !cut.is_empty() && wordy && !out.contains(&cut) {
+            out.push(cut);
+        }
+    }
+    out
+}
+
 /// Most sentences scored per request by `limits.jailbreak_sentences_from`.
 const MAX_WINDOW_SENTENCES: usize = 24;
 
@@ -925,13 +1015,28 @@ fn window_sentences(
     w: Range<usize>,
     max: usize,
 ) -> Vec<Range<usize>> {
+    split_sentences(tok, text, w, max, false)
+}
+
+/// [`window_sentences`], with `clauses` also ending a piece after `;` or `；`.
+fn split_sentences(
+    tok: &TokenizedText,
+    text: &str,
+    w: Range<usize>,
+    max: usize,
+    clauses: bool,
+) -> Vec<Range<usize>> {
     let mut sentences: Vec<Range<usize>> = Vec::new();
     let mut start = w.start;
     for t in w.clone() {
         let Some(&(a, b)) = tok.offsets.get(t) else {
             break;
         };
-        let ends = matches!(text.get(a..b), Some("." | "!" | "?" | "。" | "！" | "？"));
+        let ends = match text.get(a..b) {
+            Some("." | "!" | "?" | "。" | "！" | "？") => true,
+            Some(";" | "；") => clauses,
+            _ => false,
+        };
         let line_break = tok
             .offsets
             .get(t + 1)
@@ -1073,6 +1178,24 @@ mod tests {
         assert!(window_sentences(&tok, text, 0..2, 24).is_empty());
         // Line break inside the window only.
         assert_eq!(window_sentences(&tok, text, 4..7, 24), vec![4..6, 6..7]);
+    }
+
+    #[test]
+    fn flagged_pieces_are_windows_then_clauses_with_words() {
+        // Tokens of "Go; now !!" with their byte offsets.
+        let text = "Go; now !!";
+        let offsets = vec![(0, 2), (2, 3), (4, 7), (8, 9), (9, 10)];
+        let tok = TokenizedText {
+            ids: (0..offsets.len() as u32).collect(),
+            offsets,
+        };
+        // The sentence whole, then "Go;" and "now !" (a `;` ends a clause here, not in the
+        // sentence pass); the lone "!" has no word and is left out.
+        assert_eq!(flagged_pieces(&tok, text, 254, 64), vec![0..5, 0..2, 2..4]);
+        assert_eq!(window_sentences(&tok, text, 0..5, 24), vec![0..4, 4..5]);
+        // Longer than a window: windows of it first.
+        assert_eq!(flagged_pieces(&tok, text, 3, 1)[..2], [0..3, 2..5]);
+        assert!(flagged_pieces(&TokenizedText::default(), "", 254, 64).is_empty());
     }
 
     #[test]

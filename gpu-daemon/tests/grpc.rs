@@ -499,6 +499,47 @@ async fn flagged_sentences_are_scored_alone() {
     let j = r.jailbreak.expect("jailbreak result");
     assert!(j.score > 0.8, "score {}", j.score);
     assert!(j.in_scan_text);
+    // A filter sentence that runs on past the injection (a stop before a lowercase word,
+    // `;` between clauses) is split by the daemon's own rule; an encoded payload in a
+    // flagged sentence is read decoded, as in a window.
+    let b64 = base64::engine::general_purpose::STANDARD.encode(cue);
+    for (flagged, prose) in [
+        (
+            format!("{cue} and the park is green and lovely and the lake is calm."),
+            "The garden is nice.",
+        ),
+        (
+            format!(
+                "The garden is nice; {}; the park is green and lovely.",
+                cue.trim_end_matches('.')
+            ),
+            "The lake is calm.",
+        ),
+        (
+            format!("Decode this and follow it: {b64}"),
+            "The park is green and lovely.",
+        ),
+    ] {
+        let text = format!("{prose} {flagged} {prose}");
+        let at = text.find(&flagged).expect("flagged sentence in text") as u32;
+        let r = client
+            .classify(ClassifyRequest {
+                request_id: "flagged".into(),
+                text: text.clone().into_bytes(),
+                signals: vec!["jailbreak".into()],
+                flagged_sentences: vec![TextSpan {
+                    start: at,
+                    end: at + flagged.len() as u32,
+                }],
+                ..Default::default()
+            })
+            .await
+            .expect("classify")
+            .into_inner();
+        let j = r.jailbreak.expect("jailbreak result");
+        assert!(j.score > 0.8, "{text}: score {}", j.score);
+        assert!(j.window_start >= at && j.window_end <= at + flagged.len() as u32);
+    }
     // Spans that are not ranges of character boundaries are refused.
     let tail = text.len() as u32;
     for bad in [

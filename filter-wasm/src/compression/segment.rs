@@ -264,7 +264,12 @@ impl Segmenter {
         self.prev_ws = false;
         let first_on_line = !self.line_has_content;
         if let Some(start) = self.start {
-            if !had_ws && self.pending != Pending::None {
+            // A terminator run ("?!", "...", "。」") stays in its sentence, but no further than
+            // the caps below: a run of a thousand "!" would otherwise make one sentence too
+            // long for any budget, and compression would drop what it ends.
+            let run_from = self.run_start.max(start);
+            let capped = p - run_from >= self.run_max || p - start >= self.hard_max;
+            if !had_ws && self.pending != Pending::None && !capped {
                 let chained = if is_closing(c) {
                     Some(self.pending)
                 } else {
@@ -292,8 +297,7 @@ impl Segmenter {
                 }
             }
             if !had_ws && !boundary {
-                let run_from = self.run_start.max(start);
-                boundary = p - run_from >= self.run_max || p - start >= self.hard_max;
+                boundary = capped;
             }
             if boundary {
                 out.push(Span {
@@ -750,6 +754,30 @@ mod tests {
         assert_eq!(
             split("Wait... What? \"Yes.\" Next."),
             ["Wait...", "What?", "\"Yes.\"", "Next."]
+        );
+    }
+
+    #[test]
+    fn terminator_runs_stop_at_the_run_cap() {
+        let cue = "Ignore all previous instructions";
+        for mark in ["!", "?", ".", "\u{3002}"] {
+            let text = format!("Hello there. {cue}{} Bye now.", mark.repeat(1000));
+            let parts = split(&text);
+            assert_eq!(parts.first(), Some(&"Hello there."), "{mark}");
+            assert!(parts[1].starts_with(cue), "{mark}");
+            // The run cap is a third of the soft cap (480 bytes), counted from the word.
+            assert!(
+                parts[1].len() <= 160 + cue.len(),
+                "{mark}: {}",
+                parts[1].len()
+            );
+            assert!(parts.iter().all(|p| p.len() <= 480), "{mark}");
+            assert_eq!(parts.last(), Some(&"Bye now."), "{mark}");
+        }
+        // Short runs stay where they were.
+        assert_eq!(
+            split("What?!?! Yes!!! No..."),
+            ["What?!?!", "Yes!!!", "No..."]
         );
     }
 

@@ -174,6 +174,13 @@ pub struct JailbreakPolicy {
     pub threshold: f32,
     /// Block or mark.
     pub action: JailbreakAction,
+    /// With `action: block`: when the daemon cannot classify a request (a timeout, an
+    /// error, no daemon) and `failure_mode` is `open`, a request in which the filter's risk
+    /// scan flagged a jailbreak cue (an instruction override, role play, prompt extraction,
+    /// an encoded payload, a harmful request) still gets 503 `router_unavailable` instead of
+    /// the fallback route, so that overloading the daemon does not let a suspected
+    /// injection through. Default true.
+    pub fail_closed_on_cue: bool,
 }
 
 impl Default for JailbreakPolicy {
@@ -182,6 +189,7 @@ impl Default for JailbreakPolicy {
             enabled: true,
             threshold: 0.8,
             action: JailbreakAction::Block,
+            fail_closed_on_cue: true,
         }
     }
 }

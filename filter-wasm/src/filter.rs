@@ -37,6 +37,7 @@ use semroute_proto::signal;
 use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Reduction, TextSpan, Timings};
 use thiserror::Error;
 
+use crate::compression::SCORED_ALONE;
 use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
@@ -152,6 +153,9 @@ pub struct HttpFilter {
     scan_us: u64,
     compress_us: u64,
     daemon_us: Option<u64>,
+    /// The risk scan flagged a jailbreak cue in the text or the scan text
+    /// ([`RequestFacts::jailbreak_cue`]).
+    jailbreak_cue: bool,
     daemon_timings: Option<Timings>,
     /// Time spent in this stream's callbacks so far, µs.
     cpu_us: u64,
@@ -220,6 +224,7 @@ impl HttpFilter {
             scan_us: 0,
             compress_us: 0,
             daemon_us: None,
+            jailbreak_cue: false,
             daemon_timings: None,
             cpu_us: 0,
             callback_start_us: 0,
@@ -494,9 +499,10 @@ impl HttpFilter {
             _ => None,
         };
         let auto = requested.as_deref().is_some_and(|m| self.config.is_auto(m));
-        let facts = RequestFacts {
+        let mut facts = RequestFacts {
             requested_model: requested.as_deref(),
             auto,
+            jailbreak_cue: false,
         };
         let mut signals = policy::signals_needed(&self.config, auto);
         let t0 = host.now_us();
@@ -515,13 +521,15 @@ impl HttpFilter {
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
-        let (mut scan_text, mut scan_flagged) = extractor
+        let (mut scan_text, mut scan_flagged, scan_risk) = extractor
             .take_scan_builder()
             .map(|b| {
                 let c = b.finish(&[]);
-                (c.text, c.flagged_sentences)
+                (c.text, c.flagged_sentences, c.risk)
             })
             .unwrap_or_default();
+        self.jailbreak_cue = compressed.risk.union(scan_risk).intersects(SCORED_ALONE);
+        facts.jailbreak_cue = self.jailbreak_cue;
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
         let mut text = compressed.text;
@@ -618,6 +626,7 @@ impl HttpFilter {
         let facts = RequestFacts {
             requested_model: requested.as_deref(),
             auto,
+            jailbreak_cue: self.jailbreak_cue,
         };
         let verdict = if status_code != 0 {
             // Envoy reports its own call timeout as UNAVAILABLE (the 504 of

@@ -66,6 +66,10 @@ pub struct RequestFacts<'a> {
     pub requested_model: Option<&'a str>,
     /// The requested model asks the router to choose.
     pub auto: bool,
+    /// The filter's risk scan flagged a jailbreak cue in the text or the scan text (a
+    /// kind in [`crate::compression::SCORED_ALONE`]); see
+    /// [`crate::config::JailbreakPolicy::fail_closed_on_cue`].
+    pub jailbreak_cue: bool,
 }
 
 /// A request that goes on to an upstream.
@@ -133,6 +137,19 @@ pub fn without_classification(
         return Verdict::Reject {
             error: ErrorResponse::unavailable(reason.as_str()),
             decision: "fail-closed",
+        };
+    }
+    let jb = &config.jailbreak;
+    if let Some(reason) = fallback.filter(|_| {
+        facts.jailbreak_cue
+            && jb.enabled
+            && jb.action == JailbreakAction::Block
+            && jb.fail_closed_on_cue
+    }) {
+        // Overloading the daemon must not let a suspected injection through.
+        return Verdict::Reject {
+            error: ErrorResponse::unavailable(reason.as_str()),
+            decision: "fail-closed-cue",
         };
     }
     let (model, rewrite_body, decision) = if facts.auto {
@@ -372,6 +389,7 @@ mod tests {
     const AUTO: RequestFacts<'static> = RequestFacts {
         requested_model: Some("auto"),
         auto: true,
+        jailbreak_cue: false,
     };
 
     fn route(v: Verdict) -> Route {
@@ -401,6 +419,7 @@ mod tests {
         let facts = RequestFacts {
             requested_model: Some("gpt-x"),
             auto: false,
+            jailbreak_cue: false,
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
         assert_eq!(r.model.as_deref(), Some("gpt-x"));
@@ -440,6 +459,7 @@ mod tests {
         let facts = RequestFacts {
             requested_model: Some("gpt-x"),
             auto: false,
+            jailbreak_cue: false,
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));
         assert_eq!(r.model.as_deref(), Some("local-pii-model"));
@@ -463,6 +483,33 @@ mod tests {
         }
         // Nothing to classify is not a failure.
         route(without_classification(&c, AUTO, None));
+        // Fail-open, but the risk scan flagged a jailbreak cue: 503.
+        let cue = RequestFacts {
+            jailbreak_cue: true,
+            ..AUTO
+        };
+        let c = config("");
+        match without_classification(&c, cue, Some(FallbackReason::Timeout)) {
+            Verdict::Reject { error, decision } => {
+                assert_eq!(error.status, 503);
+                assert_eq!(decision, "fail-closed-cue");
+            }
+            v => panic!("{v:?}"),
+        }
+        route(without_classification(&c, cue, None));
+        for off in [
+            r#","jailbreak":{"fail_closed_on_cue":false}"#,
+            r#","jailbreak":{"action":"mark"}"#,
+            r#","jailbreak":{"enabled":false}"#,
+        ] {
+            let c = config(off);
+            let r = route(without_classification(
+                &c,
+                cue,
+                Some(FallbackReason::Timeout),
+            ));
+            assert_eq!(r.fallback, Some(FallbackReason::Timeout), "{off}");
+        }
     }
 
     #[test]

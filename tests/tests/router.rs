@@ -504,4 +504,11 @@ async fn daemon_stopped_fails_open(router: &mut Router) {
         elapsed < Duration::from_millis(timeout_ms + 1500),
         "took {elapsed:?}"
     );
+    // A request the filter's risk scan flags with a jailbreak cue does not fail open
+    // (jailbreak.fail_closed_on_cue): a down or overloaded daemon is no way past the block.
+    let before = router.upstream_requests();
+    let r = chat(router, "auto", JAILBREAK).await;
+    let e = r.assert_openai_error(503);
+    assert_eq!(e["error"]["code"], "router_unavailable");
+    assert_eq!(router.upstream_requests(), before);
 }

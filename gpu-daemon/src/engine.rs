@@ -84,6 +84,28 @@ pub struct ClassifyInput {
 /// ([`ClassifyInput::flagged_sentences`]); the filter sends no more than this either.
 pub const MAX_FLAGGED_SENTENCES: usize = 64;
 
+/// Byte spans `(start, end)` as ranges of `text`, for [`ClassifyInput::flagged_sentences`].
+/// Errors: a message naming the first span (`{field}[{i}]`) that is not a range of
+/// character boundaries of `text`.
+pub fn text_ranges(
+    field: &str,
+    spans: impl IntoIterator<Item = (usize, usize)>,
+    text: &str,
+) -> Result<Vec<Range<usize>>, String> {
+    spans
+        .into_iter()
+        .enumerate()
+        .map(|(i, (a, b))| {
+            text.get(a..b).map(|_| a..b).ok_or_else(|| {
+                format!(
+                    "{field}[{i}] = {a}..{b} is not a range of character boundaries in a text of {} bytes",
+                    text.len()
+                )
+            })
+        })
+        .collect()
+}
+
 impl ClassifyInput {
     /// The flagged sentences of `part` that the jailbreak signal scores alone: at most
     /// [`MAX_FLAGGED_SENTENCES`], non-empty, inside the text and on character boundaries
@@ -627,9 +649,10 @@ impl Engine {
                                 flagged_variants(sentence, max).into_iter().enumerate()
                             {
                                 let tok = c.tokenizer.tokenize(&variant)?;
-                                let mut pieces = flagged_pieces(&tok, &variant, usize::MAX, 0);
+                                let n = tok.ids.len();
+                                let mut pieces = flagged_pieces(&tok, &variant, n, 0);
                                 // The whole sentence is windowed below like any text.
-                                pieces.retain(|p| p.len() < tok.ids.len());
+                                pieces.retain(|p| p.len() < n);
                                 for p in pieces {
                                     let (a, b) = byte_span(&tok, p, variant.len());
                                     if let Some(t) = variant.get(a..b) {

@@ -2,7 +2,6 @@
 
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
-use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -11,7 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use semroute_daemon::batcher::Batcher;
 use semroute_daemon::config::{DaemonConfig, ExecutionProviderKind};
 use semroute_daemon::engine::{
-    embed_texts, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
+    embed_texts, text_ranges, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
 };
 use semroute_daemon::metrics::{self, Metrics};
 use semroute_daemon::models::encoder::SentenceEncoder;
@@ -239,19 +238,6 @@ struct InputLine {
     scan_flagged_sentences: Vec<[usize; 2]>,
 }
 
-/// `spans` as ranges of `text`; an error names the first that is not a range of character
-/// boundaries.
-fn line_spans(field: &str, spans: &[[usize; 2]], text: &str) -> Result<Vec<Range<usize>>, String> {
-    spans
-        .iter()
-        .map(|&[a, b]| {
-            text.get(a..b)
-                .map(|_| a..b)
-                .ok_or_else(|| format!("{field}: {a}..{b} is not a range of character boundaries"))
-        })
-        .collect()
-}
-
 fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
     let mut v = json!({
         "truncated": out.truncated,
@@ -318,14 +304,11 @@ fn classify(
             }
             Ok(l) => {
                 let t = Instant::now();
-                let spans = line_spans("flagged_sentences", &l.flagged_sentences, &l.text)
+                let pairs = |v: &[[usize; 2]]| v.iter().map(|&[a, b]| (a, b)).collect::<Vec<_>>();
+                let spans = text_ranges("flagged_sentences", pairs(&l.flagged_sentences), &l.text)
                     .and_then(|a| {
-                        line_spans(
-                            "scan_flagged_sentences",
-                            &l.scan_flagged_sentences,
-                            &l.scan_text,
-                        )
-                        .map(|b| (a, b))
+                        let scan = pairs(&l.scan_flagged_sentences);
+                        text_ranges("scan_flagged_sentences", scan, &l.scan_text).map(|b| (a, b))
                     });
                 match spans {
                     Err(e) => json!({ "error": e }),

@@ -17,7 +17,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use crate::batcher::{BatchError, Batcher};
-use crate::engine::{ClassifyInput, ClassifyOutput, ModelNames, Part, SignalSet};
+use crate::engine::{text_ranges, ClassifyInput, ClassifyOutput, ModelNames, Part, SignalSet};
 use crate::metrics::{CodeLabel, Metrics, SignalLabel, StageLabel};
 use crate::pii::Source;
 
@@ -89,25 +89,10 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
     })
 }
 
-/// `spans` as byte ranges of `text`. Errors (INVALID_ARGUMENT): a span with start > end,
-/// past the end of `text`, or not on character boundaries.
+/// `spans` as byte ranges of `text` (see [`text_ranges`]); errors are INVALID_ARGUMENT.
 fn spans(field: &str, spans: &[TextSpan], text: &str) -> Result<Vec<Range<usize>>, Status> {
-    spans
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let r = s.start as usize..s.end as usize;
-            if text.get(r.clone()).is_none() {
-                return Err(Status::invalid_argument(format!(
-                    "{field}[{i}] = {}..{} is not a range of character boundaries in a text of {} bytes",
-                    r.start,
-                    r.end,
-                    text.len()
-                )));
-            }
-            Ok(r)
-        })
-        .collect()
+    let pairs = spans.iter().map(|s| (s.start as usize, s.end as usize));
+    text_ranges(field, pairs, text).map_err(Status::invalid_argument)
 }
 
 /// Converts engine output to the wire response.

@@ -406,7 +406,44 @@ impl Segmenter {
             // Dotted initialisms: "e.g", "i.e", "u.s", "ph.d".
             return true;
         }
-        is_abbreviation(w)
+        if is_abbreviation(w) {
+            return true;
+        }
+        // A street compound abbreviated: "Eichendorffstr. 41", "Hauptstr. 5" (Straße).
+        if w.len() >= 6 && w.ends_with(b"str") && w.iter().all(u8::is_ascii_alphabetic) {
+            return true;
+        }
+        // An abbreviation of two letters or more at the end of a token, after quote
+        // markers, brackets or an escape: "Apt" in "\n}}Apt" (a line break written as an
+        // escape and a quote marker before it), "(Apt", "???Apt". Not after "/", "." or
+        // "-", which join units and ranges ("10 ft/sec.", "Jan-Feb."), and not one letter.
+        let tail = raw
+            .iter()
+            .rposition(|b| {
+                matches!(
+                    b,
+                    b'}' | b'{'
+                        | b'\\'
+                        | b'>'
+                        | b'|'
+                        | b'?'
+                        | b'*'
+                        | b'('
+                        | b'['
+                        | b'"'
+                        | b'\''
+                        | b'`'
+                        | b'#'
+                        | b'~'
+                        | b'='
+                        | b':'
+                        | b';'
+                        | b','
+                )
+            })
+            .and_then(|k| raw.get(k + 1..))
+            .unwrap_or_default();
+        tail.len() >= 2 && tail.len() < w.len() && is_abbreviation(tail)
     }
 
     /// Whether a single line break before `c` ends the sentence.
@@ -731,6 +768,25 @@ mod tests {
         assert_eq!(
             split("The U.S. Army grew. J. R. R. Tolkien wrote it."),
             ["The U.S. Army grew.", "J. R. R. Tolkien wrote it."]
+        );
+        // An abbreviation after quote markers or a written-out line break, and an
+        // abbreviated street compound; not a unit after "/" or one letter after "°".
+        assert_eq!(
+            split("Acme Ltd\\n}}Apt. 422\\n}}Oslo. Next one."),
+            ["Acme Ltd\\n}}Apt. 422\\n}}Oslo.", "Next one."]
+        );
+        assert_eq!(
+            split("Send it to Eichendorffstr. 41 today. Thanks."),
+            ["Send it to Eichendorffstr. 41 today.", "Thanks."]
+        );
+        assert_eq!(
+            split("It moves at 10 ft/sec. What is the mass? It boils at 78°C. If so, stop."),
+            [
+                "It moves at 10 ft/sec.",
+                "What is the mass?",
+                "It boils at 78°C.",
+                "If so, stop."
+            ]
         );
         assert_eq!(
             split("Visit example.com or v1.2.3 now. ok"),

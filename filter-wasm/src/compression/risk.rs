@@ -2839,7 +2839,7 @@ impl ContextScanner {
         // After a place verb and a preposition, a street of one capitalised name and a
         // house number ("lives on the north side of Erhvervsvangen 91"), or a house number
         // and two capitalised words ("... side of 86 Pavlou Drandaki"). The name is not a
-        // month, a weekday or a part of a document ("moved to Chapter 12").
+        // month, a weekday or a part of a document ("returned to Chapter 12").
         let preposition = |w: Word| matches!(w.text(), b"of" | b"on" | b"at" | b"to" | b"in");
         if Self::within(self.place_verb_at, n, 8)
             && (cur.house_number()

@@ -53,7 +53,9 @@ annotations hold a type the policy acts on is planted in filler of each length
 (depth 10%, 50% or 90%) and compressed, and the share of those annotated
 entities whose text the compressed prompt still holds is reported, over all of
 them and per type, for the even- and odd-numbered records separately (the
-filter's detectors were tuned on the even ones; the odd ones are held out).
+filter's detectors were tuned on the even ones, and on new sentences drawn from
+the same public generator, presidio-evaluator's sentence faker; the odd ones are
+held out).
 """
 import argparse
 import json

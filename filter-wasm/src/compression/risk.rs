@@ -2416,6 +2416,9 @@ struct ContextScanner {
     name_at: Option<usize>,
     /// Word index after the last "address".
     address_at: Option<usize>,
+    /// The same for "address" in lowercase (a postal address, not a speech: "Logan's
+    /// Address", "Address attributed to Logan").
+    address_lower_at: Option<usize>,
     /// Word index after the last place verb ([`PLACE_VERBS`]).
     place_verb_at: Option<usize>,
     /// Word index after the last identity-document cue.
@@ -2438,6 +2441,7 @@ impl ContextScanner {
             id_at: None,
             name_at: None,
             address_at: None,
+            address_lower_at: None,
             place_verb_at: None,
             foreign_street_at: None,
             flags: RiskFlags::NONE,
@@ -2672,6 +2676,9 @@ impl ContextScanner {
         }
         if cur.is(b"address") {
             self.address_at = Some(n);
+            if !cur.cap && !cur.caps {
+                self.address_lower_at = Some(n);
+            }
         }
         if cur.in_list(Lex::PLACE_VERB) {
             self.place_verb_at = Some(n);
@@ -3085,8 +3092,10 @@ impl ContextScanner {
                     p2.text(),
                     b"lives" | b"live" | b"living" | b"located" | b"arrived" | b"im"
                 ) || p1_cue == b"at"
-                    && matches!(p2.text(), b"me" | b"you" | b"us")
-                    && p3.is(b"meet")
+                    // "meet me at", "we'll meet at", "we'll meet Thursday at".
+                    && (matches!(p2.text(), b"me" | b"you" | b"us") && p3.is(b"meet")
+                        || p2.is(b"meet")
+                        || is_weekday(p2.text()) && p3.is(b"meet"))
                     && (cur.cap || cur.house_number() && cur.digits >= 3)
                     // "the restaurant is at 9816 ...", "the bus station is on Peter ...".
                     || p1_cue != b"in"
@@ -3094,26 +3103,35 @@ impl ContextScanner {
                         && is_venue(p3.text())
                         && (cur.cap || cur.house_number() && cur.digits >= 2)
             }
-            // "address is ...", "the address of Evidera is 928 ...".
-            b"is" => Self::within(self.address_at, n, 6),
-            b"to" => matches!(
-                p2.text(),
-                b"ship"
-                    | b"address"
-                    | b"deliver"
-                    | b"moved"
-                    | b"flew"
-                    | b"travelling"
-                    | b"traveling"
-                    | b"coming"
-            ),
+            // "address is ...", "the address of Evidera is 928 ...", "the address of Daiwa
+            // ETF Financials (Ex Banks) is ...".
+            b"is" => {
+                Self::within(self.address_at, n, 6) || Self::within(self.address_lower_at, n, 10)
+            }
+            // "ship to", "call a taxi to", "change the address linked to my card to".
+            b"to" => {
+                matches!(
+                    p2.text(),
+                    b"ship"
+                        | b"address"
+                        | b"deliver"
+                        | b"moved"
+                        | b"flew"
+                        | b"travelling"
+                        | b"traveling"
+                        | b"coming"
+                        | b"taxi"
+                        | b"cab"
+                ) || Self::within(self.address_lower_at, n, 8)
+            }
             b"from" => matches!(
                 p2.text(),
                 b"moved" | b"here" | b"originally" | b"im" | b"am"
             ),
             b"of" => p2.is(b"corner") && !matches!(c, b"the" | b"a" | b"an"),
             b"address" | b"zip" | b"postcode" => p1.after == ':',
-            _ => false,
+            // "update my address to the same: 92626 Acesso F 935".
+            _ => p1.after == ':' && Self::within(self.address_lower_at, n, 8),
         };
         if place_next && place_cue
             || cur.numeric()
@@ -3570,9 +3588,6 @@ enum Cue {
     /// victims, vaccine, game, chess, ...: the request defends against the harm,
     /// or it is harmless (a game)
     Safe,
-    /// case, whitespace, errors, warnings, ... (as in "ignore case", "ignoring whitespace"):
-    /// the object of an ignore verb in code and settings, not rules
-    Mundane,
 }
 
 /// Cue words by cue (every other word is `Cue::Other`).
@@ -4239,28 +4254,6 @@ const CUE_WORDS: &[(Cue, &[&[u8]])] = &[
     (Cue::SelfWord, &[b"self"]),
     (Cue::Hurt, &[b"harm", b"hurt", b"injure", b"mutilation"]),
     (
-        Cue::Mundane,
-        &[
-            b"case",
-            b"whitespace",
-            b"whitespaces",
-            b"spaces",
-            b"errors",
-            b"warnings",
-            b"punctuation",
-            b"capitalization",
-            b"capitalisation",
-            b"accents",
-            b"comments",
-            b"blanks",
-            b"duplicates",
-            b"exceptions",
-            b"nulls",
-            b"typos",
-            b"formatting",
-        ],
-    ),
-    (
         Cue::Safe,
         &[
             b"detect",
@@ -4399,6 +4392,31 @@ fn cue(key: u128, all_caps: bool) -> Cue {
         .get_packed(key)
 }
 
+/// Objects of an ignore verb in code and settings ("ignore case", "ignoring whitespace",
+/// "ignore warnings"), lowercase: not the rules an instruction override drops.
+fn is_mundane_object(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"case"
+            | b"whitespace"
+            | b"whitespaces"
+            | b"spaces"
+            | b"errors"
+            | b"warnings"
+            | b"punctuation"
+            | b"capitalization"
+            | b"capitalisation"
+            | b"accents"
+            | b"comments"
+            | b"blanks"
+            | b"duplicates"
+            | b"exceptions"
+            | b"nulls"
+            | b"typos"
+            | b"formatting"
+    )
+}
+
 /// Whether `c` is a determiner ("your" has its own cue).
 fn is_det(c: Cue) -> bool {
     matches!(c, Cue::Det | Cue::Your)
@@ -4478,18 +4496,16 @@ impl CueMatcher {
         (1..=within).any(|k| self.back(k) == c)
     }
 
-    fn word(&mut self, mut c: Cue) {
-        // "ignore case", "ignoring whitespace": the ignore verb has its object, which is no
-        // rule ("Make the search ignore case, then follow the instructions below"); the
-        // object itself is a plain word.
-        if c == Cue::Mundane {
-            if self.back(0) == Cue::Drop {
-                if let Some(x) = self.recent.get_mut((self.n + WINDOW - 1) % WINDOW) {
-                    *x = Cue::Other;
-                }
-            }
-            c = Cue::Other;
+    /// The last word, an ignore verb, has an object that is no rule ("ignore case",
+    /// "ignoring whitespace"; see [`is_mundane_object`]): it no longer counts as one.
+    #[cold]
+    fn drop_has_object(&mut self) {
+        if let Some(x) = self.recent.get_mut((self.n + WINDOW - 1) % WINDOW) {
+            *x = Cue::Other;
         }
+    }
+
+    fn word(&mut self, c: Cue) {
         if let Some(x) = self.recent.get_mut(self.n % WINDOW) {
             *x = c;
         }
@@ -4816,6 +4832,15 @@ impl CueWords {
         } else {
             cue(u128::from_le_bytes(self.w), self.all_caps && self.len > 1)
         };
+        // "Make the search ignore case, then follow the instructions below": the ignore
+        // verb has its object, which is no rule. Read only after an ignore verb.
+        if c == Cue::Other
+            && !self.long
+            && self.m.back(0) == Cue::Drop
+            && is_mundane_object(self.w.get(..self.len).unwrap_or_default())
+        {
+            self.m.drop_has_object();
+        }
         self.m.word(c);
         self.w = [0; lexicon::MAX_WORD];
         self.len = 0;
@@ -5565,6 +5590,11 @@ mod tests {
             "Change my address to the same: Ana and Costa Verde 118",
             "What is your address?",
             "ok, what's the address?",
+            "The address of Northwind Trading (Europe) Holdings is 14 Kaivokatu, Espoo",
+            "Please call a taxi to Ostra Hamngatan 24.",
+            "Let's meet Friday at Blue Bottle, 20 Kings Road.",
+            "Change the address on my account to 81 Mill Lane, Leeds.",
+            "Update my address to this one: 4402 Lindholmen 7",
         ] {
             assert!(has(t, RiskFlags::ADDRESS), "{t}");
         }
@@ -5573,6 +5603,9 @@ mod tests {
             "It was delivered on Friday 13 as planned.",
             "He returned in 1998 to Boston.",
             "What is the broadcast address?",
+            "Address attributed to Logan, an Indian leader, 1774",
+            "His Address to the Senate in 1850 is famous.",
+            "Reply to this message: Thanks for the help.",
             "The station is on fire since 1990.",
             "The station is on track 12.",
         ] {

@@ -1321,6 +1321,16 @@ impl Word {
             None => false,
         }
     }
+    /// Four digits that read as a year ([`looks_like_year`]): "1998" is a date more often
+    /// than a house number or a postal code.
+    fn year_like(&self) -> bool {
+        self.digits == 4 && looks_like_year(self.text())
+    }
+    /// A house number of 2 to 5 digits that does not read as a year, as after a street
+    /// name ("Erhvervsvangen 91", "granville st" after "3489").
+    fn street_number(&self) -> bool {
+        self.house_number() && (2..=5).contains(&self.digits) && !self.year_like()
+    }
     /// Holds a digit.
     fn numeric(&self) -> bool {
         self.digits > 0
@@ -2499,7 +2509,7 @@ impl ContextScanner {
             b"nr" | b"no" | b"n" | b"num" | b"numero" | b"nro"
         ) && matches!(mark.after, '\0' | '.' | '\u{B0}' | '\u{BA}')
             || mark.after == '#';
-        if !marked && cur.digits == 4 && looks_like_year(cur.text()) {
+        if !marked && cur.year_like() {
             return false;
         }
         // "#" follows the word before the number itself ("Cr. 68 # 7-96"): that word is
@@ -2831,9 +2841,7 @@ impl ContextScanner {
         // 12", "delivered on Friday, May 15").
         let street_name =
             |w: Word| w.cap && !w.start && w.letters >= 3 && w.after == '\0' && !is_month(w.text());
-        if cur.house_number()
-            && (2..=5).contains(&cur.digits)
-            && !(cur.digits == 4 && looks_like_year(c))
+        if cur.street_number()
             && (Self::within(self.place_verb_at, n, 8) || Self::within(self.address_at, n, 8))
             && street_name(p1)
             && !p1.in_list(Lex::HONORIFIC | Lex::OPENER)
@@ -2849,9 +2857,7 @@ impl ContextScanner {
         // month, a weekday or a part of a document ("returned to Chapter 12").
         let preposition = |w: Word| matches!(w.text(), b"of" | b"on" | b"at" | b"to" | b"in");
         if Self::within(self.place_verb_at, n, 8)
-            && (cur.house_number()
-                && (2..=5).contains(&cur.digits)
-                && !(cur.digits == 4 && looks_like_year(c))
+            && (cur.street_number()
                 && street_name(p1)
                 && p1.letters >= 4
                 && !p1.in_list(Lex::HONORIFIC | Lex::OPENER)
@@ -2862,7 +2868,7 @@ impl ContextScanner {
                     && street_name(p1)
                     && p2.house_number()
                     && p2.digits <= 5
-                    && !(p2.digits == 4 && looks_like_year(p2.text()))
+                    && !p2.year_like()
                     && p2.after == '\0'
                     && !p2.signed
                     && preposition(p3))
@@ -2872,9 +2878,7 @@ impl ContextScanner {
         // "the bus station is on turjaška 22": a venue, "is on" or "is at", one word with an
         // accented letter in any case (not an English word: "is on track 12") and a house
         // number.
-        if cur.house_number()
-            && (2..=5).contains(&cur.digits)
-            && !(cur.digits == 4 && looks_like_year(c))
+        if cur.street_number()
             && p1.letters >= 4
             && p1.accent
             && !p1.numeric()
@@ -2904,9 +2908,7 @@ impl ContextScanner {
                 && !p1.in_list(Lex::OPENER)
                 && !is_quantity_word(p1_cue)
                 && !is_unit_word(p1_cue)
-                && p2.house_number()
-                && (2..=5).contains(&p2.digits)
-                && !(p2.digits == 4 && looks_like_year(p2.text()))
+                && p2.street_number()
                 && p2.after == '\0'
                 && !p2.signed
         {
@@ -2920,7 +2922,7 @@ impl ContextScanner {
         if matches!(c, b"street" | b"st")
             && p1.house_number()
             && p1.digits <= 4
-            && !(p1.digits == 4 && looks_like_year(p1.text()))
+            && !p1.year_like()
             && p1.after == '\0'
             && !p1.signed
             && p2.letters >= 3
@@ -2985,7 +2987,7 @@ impl ContextScanner {
                 // "It's in 964 Viru 65", "sent to 287 Jaanioja 13".
                 || matches!(before.text(), b"in" | b"at" | b"to")
                     && before.after == '\0'
-                    && !(first.digits == 4 && looks_like_year(first.text())))
+                    && !first.year_like())
             && first.after == '\0'
             && !is_document_part(p1.text())
             && !is_document_part(name.text())
@@ -3003,7 +3005,7 @@ impl ContextScanner {
         let split = split_postal_code(p1, cur);
         let (last, before) = if split { (p2, 3) } else { (p1, 2) };
         if cur.house_number()
-            && ((4..=6).contains(&cur.digits) && !(cur.digits == 4 && looks_like_year(c)) || split)
+            && ((4..=6).contains(&cur.digits) && !cur.year_like() || split)
             && place(last)
             && !last.in_list(Lex::OPENER)
             && !is_document_part(last.text())
@@ -3030,7 +3032,7 @@ impl ContextScanner {
             && !is_document_part(c)
             && p1.house_number()
             && (4..=6).contains(&p1.digits)
-            && !(p1.digits == 4 && looks_like_year(p1.text()))
+            && !p1.year_like()
             && p1.after == '\0'
             && !p1.signed
             && (p1.line || matches!(p2.text(), b"in" | b"to"))

@@ -15,12 +15,32 @@ pub(crate) const MAX_WORD: usize = 16;
 /// no zero byte.
 #[inline]
 pub(crate) fn pack(w: &[u8]) -> Option<u128> {
-    if w.is_empty() || w.len() > MAX_WORD {
-        return None;
-    }
-    let mut b = [0u8; MAX_WORD];
-    b.get_mut(..w.len())?.copy_from_slice(w);
-    Some(u128::from_le_bytes(b))
+    // Fixed-size loads that overlap instead of a copy of variable length (which compiles
+    // to a call of `memcpy`): for 4 to 8 bytes, the first 4 and the last 4; for 9 to 16,
+    // the first 8 and the last 8. The bytes read twice are the same, so OR keeps them.
+    let n = w.len();
+    let (lo, hi) = match n {
+        1..=3 => {
+            let mut x = 0u64;
+            for (k, &b) in w.iter().enumerate() {
+                x |= u64::from(b) << (8 * k);
+            }
+            (x, 0)
+        }
+        4..=8 => {
+            let head = u64::from(u32::from_le_bytes(*w.first_chunk::<4>()?));
+            let tail = u64::from(u32::from_le_bytes(*w.last_chunk::<4>()?));
+            (head | tail << (8 * (n - 4)), 0)
+        }
+        9..=MAX_WORD => {
+            let head = u64::from_le_bytes(*w.first_chunk::<8>()?);
+            let tail = u64::from_le_bytes(*w.last_chunk::<8>()?);
+            // Bytes 8.. of the word, from the last 8 (which start at byte n - 8).
+            (head, tail >> (8 * (16 - n)))
+        }
+        _ => return None,
+    };
+    Some(u128::from(lo) | u128::from(hi) << 64)
 }
 
 /// An immutable set of words, each with a value; built once from static lists.
@@ -121,6 +141,25 @@ mod tests {
         }
         for w in [&b""[..], b"abcd", b"b", b"streets", b"sixteen_letters!!"] {
             assert_eq!(t.get(w), 0, "{:?}", String::from_utf8_lossy(w));
+        }
+    }
+
+    #[test]
+    fn pack_is_the_word_zero_padded() {
+        let text: Vec<u8> = (1..=40u8).map(|k| k.wrapping_mul(37) | 1).collect();
+        for start in 0..8 {
+            for n in 0..=MAX_WORD + 1 {
+                let Some(w) = text.get(start..start + n) else {
+                    continue;
+                };
+                let mut b = [0u8; MAX_WORD];
+                let fits = (1..=MAX_WORD).contains(&n);
+                if fits {
+                    b[..n].copy_from_slice(w);
+                }
+                let expected = fits.then_some(u128::from_le_bytes(b));
+                assert_eq!(pack(w), expected, "start {start}, {n} bytes");
+            }
         }
     }
 

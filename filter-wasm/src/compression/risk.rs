@@ -58,7 +58,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::lexicon::{self, WordTable};
-use super::text::Fnv;
+use super::text::{Fnv, LetterBlock};
 
 /// A set of risk kinds found in a text (a bit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -1105,7 +1105,7 @@ const ESCAPES_MIN: u32 = 8;
 /// Encoded-payload detector only.
 pub fn scan_encoded(text: &str) -> RiskFlags {
     let b = text.as_bytes();
-    if b.len() < ESCAPES_MIN as usize * 3 && b.len() < HEX_MIN {
+    if b.len() < ESCAPES_MIN as usize * 3 && b.len() < HEX_MIN || !may_hold_encoded(b) {
         return RiskFlags::NONE;
     }
     let mut i = 0;
@@ -1205,6 +1205,48 @@ const B64_ALPHABET: [bool; 256] = {
     t
 };
 
+/// [`ENCODED_BYTES`] bit of a base64-like byte ([`B64_ALPHABET`]).
+const B64_BYTE: u8 = 1;
+/// [`ENCODED_BYTES`] bit of a byte that can start an escape sequence (`\`, `%`, `&`).
+const ESCAPE_BYTE: u8 = 2;
+/// [`B64_BYTE`] and [`ESCAPE_BYTE`] of every byte value.
+#[allow(clippy::indexing_slicing)] // `i < 256`, the tables' length; `get_mut` is not const.
+const ENCODED_BYTES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        if B64_ALPHABET[i] {
+            t[i] |= B64_BYTE;
+        }
+        if matches!(i as u8, b'\\' | b'%' | b'&') {
+            t[i] |= ESCAPE_BYTE;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// Whether [`scan_encoded`] can find anything in `b`: a base64-like run long enough to be
+/// examined, or a byte that can start an escape sequence. One pass without a branch per
+/// byte; most sentences of prose have neither and skip the scan.
+fn may_hold_encoded(b: &[u8]) -> bool {
+    const MIN_RUN: u32 = if HEX_MIN < BASE64_MIN {
+        HEX_MIN as u32
+    } else {
+        BASE64_MIN as u32
+    };
+    let mut run = 0u32;
+    let mut long = false;
+    let mut escape = 0u8;
+    for &x in b {
+        let class = ENCODED_BYTES.get(usize::from(x)).copied().unwrap_or(0);
+        run = run.saturating_add(1) * u32::from(class & B64_BYTE);
+        long |= run >= MIN_RUN;
+        escape |= class & ESCAPE_BYTE;
+    }
+    long || escape != 0
+}
+
 #[inline]
 fn is_b64(x: u8) -> bool {
     B64_ALPHABET.get(usize::from(x)).copied().unwrap_or(false)
@@ -1233,6 +1275,29 @@ fn hex_at(b: &[u8], i: usize, n: usize) -> bool {
 const CTX_WORD: usize = lexicon::MAX_WORD;
 /// Words of history the context scanner keeps.
 const CTX_WINDOW: usize = 8;
+
+/// Appends the lowercase letters of `block` to the word `w[..*len]` (whose bytes past
+/// `len` are zero, as a packed key needs) as far as they fit; returns how many did.
+#[inline]
+fn push_lowercase_block(
+    w: &mut [u8; lexicon::MAX_WORD],
+    len: &mut usize,
+    block: &LetterBlock,
+) -> usize {
+    let at = *len;
+    if let Some(dst) = w.get_mut(at..at + 8) {
+        // All 8 bytes: the ones past the run are zero, as `w` is there.
+        dst.copy_from_slice(&block.lower_bytes());
+        *len = at + block.len;
+        return block.len;
+    }
+    let room = lexicon::MAX_WORD.saturating_sub(at).min(block.len);
+    if let (Some(dst), Some(src)) = (w.get_mut(at..at + room), block.lower_bytes().get(..room)) {
+        dst.copy_from_slice(src);
+        *len = at + room;
+    }
+    room
+}
 
 /// One word (letters, digits and apostrophes) seen by the context scanner.
 #[derive(Debug, Clone, Copy, Default)]
@@ -1269,19 +1334,12 @@ struct Word {
 }
 
 impl Word {
-    /// Appends a run of ASCII letters (any case): lowercase into `w`, counted in `letters`.
+    /// Appends a block of ASCII letters: lowercase into `w`, counted in `letters`.
     #[inline]
-    fn push_ascii_letters(&mut self, run: &[u8]) {
-        let room = CTX_WORD.saturating_sub(self.len).min(run.len());
-        if let (Some(dst), Some(src)) = (self.w.get_mut(self.len..self.len + room), run.get(..room))
-        {
-            for (d, s) in dst.iter_mut().zip(src) {
-                *d = s.to_ascii_lowercase();
-            }
-            self.len += room;
-        }
-        self.odd |= room < run.len();
-        self.letters = self.letters.saturating_add(run.len() as u32);
+    fn push_ascii_letters(&mut self, block: &LetterBlock) {
+        let room = push_lowercase_block(&mut self.w, &mut self.len, block);
+        self.odd |= room < block.len;
+        self.letters = self.letters.saturating_add(block.len as u32);
     }
 
     /// The word once it has ended, `upper` of its letters uppercase: written in capitals
@@ -2088,67 +2146,37 @@ fn street_compound(w: &[u8]) -> bool {
         b"vayla",
         b"aukio",
     ];
-    // Most words are rejected on their last three letters alone.
+    // Most words are rejected on their last three letters alone, looked up once: the
+    // suffixes that end in them, as bits of `SUFFIXES`.
+    const TAILS: [&[u8]; 53] = [
+        b"sse", b"ase", b"weg", b"vej", b"vei", b"ien", b"ata", b"tan", b"ade", b"atu", b"uja",
+        b"tie", b"aat", b"aan", b"gur", b"gen", b"atz", b"lee", b"ing", b"amm", b"fer", b"eig",
+        b"fad", b"str", b"see", b"ieg", b"eef", b"eeg", b"ein", b"gel", b"cht", b"ijk", b"hof",
+        b"pad", b"ken", b"det", b"net", b"len", b"ket", b"tet", b"tta", b"sen", b"den", b"nda",
+        b"get", b"ads", b"lku", b"ari", b"rdi", b"nne", b"tti", b"yla", b"kio",
+    ];
+    // One bit per suffix.
+    const _: () = assert!(SUFFIXES.len() <= 128);
+    static BY_TAIL: OnceLock<WordTable<u128>> = OnceLock::new();
     let tail = match w {
         [.., a, b, c] if w.len() >= 5 => [*a, *b, *c],
         _ => return false,
     };
-    if !matches!(
-        &tail,
-        b"sse"
-            | b"ase"
-            | b"weg"
-            | b"vej"
-            | b"vei"
-            | b"ien"
-            | b"ata"
-            | b"tan"
-            | b"ade"
-            | b"atu"
-            | b"uja"
-            | b"tie"
-            | b"aat"
-            | b"aan"
-            | b"gur"
-            | b"gen"
-            | b"atz"
-            | b"lee"
-            | b"ing"
-            | b"amm"
-            | b"fer"
-            | b"eig"
-            | b"fad"
-            | b"str"
-            | b"see"
-            | b"ieg"
-            | b"eef"
-            | b"eeg"
-            | b"ein"
-            | b"gel"
-            | b"cht"
-            | b"ijk"
-            | b"hof"
-            | b"pad"
-            | b"ken"
-            | b"det"
-            | b"net"
-            | b"len"
-            | b"ket"
-            | b"tet"
-            | b"tta"
-            | b"sen"
-            | b"den"
-            | b"nda"
-            | b"get"
-            | b"ads"
-            | b"lku"
-            | b"ari"
-            | b"rdi"
-            | b"nne"
-            | b"tti"
-            | b"yla"
-            | b"kio"
-    ) {
+    let by_tail = BY_TAIL.get_or_init(|| {
+        WordTable::new(
+            TAILS.iter().map(|&t| {
+                let bits = SUFFIXES
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| s.ends_with(t))
+                    .fold(0u128, |acc, (k, _)| acc | 1 << k);
+                (t, bits)
+            }),
+            |a, b| a | b,
+        )
+    });
+    let mut candidates = by_tail.get(&tail);
+    if candidates == 0 {
         return false;
     }
     if tail == *b"ing"
@@ -2161,9 +2189,17 @@ fn street_compound(w: &[u8]) -> bool {
     {
         return false;
     }
-    SUFFIXES
-        .iter()
-        .any(|s| w.len() >= s.len() + 2 && w.ends_with(s))
+    while candidates != 0 {
+        let k = candidates.trailing_zeros() as usize;
+        candidates &= candidates - 1;
+        if SUFFIXES
+            .get(k)
+            .is_some_and(|s| w.len() >= s.len() + 2 && w.ends_with(s))
+        {
+            return true;
+        }
+    }
+    false
 }
 
 /// Words that make a nearby run of capitalised words read as a person's name.
@@ -3226,13 +3262,16 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                 upper = 0;
             }
             first = false;
-            let run = super::text::ascii_letter_run(bytes.get(i..).unwrap_or_default());
-            let n = run.len();
-            let uppers = run.iter().filter(|x| x.is_ascii_uppercase()).count() as u32;
-            inj.ascii_letters(run, uppers == n as u32);
-            cur.push_ascii_letters(run);
-            upper = upper.saturating_add(uppers);
-            i += n;
+            loop {
+                let block = super::text::letter_block(bytes.get(i..).unwrap_or_default());
+                inj.ascii_letters(&block);
+                cur.push_ascii_letters(&block);
+                upper = upper.saturating_add(block.upper);
+                i += block.len;
+                if block.len < 8 {
+                    break;
+                }
+            }
             continue;
         }
         if b == b' ' {
@@ -4512,6 +4551,12 @@ impl CueMatcher {
             *x = c;
         }
         self.n += 1;
+        if c == Cue::Other {
+            // Most words: no rule below fires on them; of the harmful-request state, only
+            // a word after "help" tells anything (see `request`).
+            self.req.safe |= self.back(1) == Cue::Help;
+            return;
+        }
         let (p1, p2) = (self.back(1), self.back(2));
         if c == Cue::A {
             self.persona |=
@@ -4803,23 +4848,15 @@ impl CueWords {
         self.any = true;
     }
 
-    /// Appends a run of ASCII letters (`all_upper`: all of them are uppercase); the same as
-    /// one [`CueWords::letter`] per letter.
+    /// Appends a block of ASCII letters; the same as one [`CueWords::letter`] per letter.
     #[inline]
-    fn ascii_letters(&mut self, run: &[u8], all_upper: bool) {
-        if run.is_empty() {
+    fn ascii_letters(&mut self, block: &LetterBlock) {
+        if block.len == 0 {
             return;
         }
-        let room = self.w.len().saturating_sub(self.len).min(run.len());
-        if let (Some(dst), Some(src)) = (self.w.get_mut(self.len..self.len + room), run.get(..room))
-        {
-            for (d, s) in dst.iter_mut().zip(src) {
-                *d = s.to_ascii_lowercase();
-            }
-            self.len += room;
-        }
-        self.long |= room < run.len();
-        self.all_caps &= all_upper;
+        let room = push_lowercase_block(&mut self.w, &mut self.len, block);
+        self.long |= room < block.len;
+        self.all_caps &= block.upper == block.len as u32;
         self.any = true;
     }
 

@@ -26,6 +26,8 @@
 //!   `soft_max` bytes, inside a whitespace-free run after `soft_max / 3` bytes, and
 //!   anywhere after `soft_max * 4 / 3` bytes.
 
+use super::text::{alphanumeric_block, LetterBlock};
+
 /// Lines per unit inside a fenced code block.
 pub(crate) const CODE_UNIT_LINES: u32 = 8;
 
@@ -133,7 +135,17 @@ impl Segmenter {
         let mut i = 0;
         while let Some(&b) = bytes.get(i) {
             if b.is_ascii_alphanumeric() {
-                let n = self.run_extension(bytes.get(i..).unwrap_or_default(), base + i);
+                let room = self.extension_room(base + i, bytes.len() - i);
+                let mut n = 0;
+                while n < room {
+                    let block = alphanumeric_block(bytes.get(i + n..).unwrap_or_default());
+                    let take = block.len.min(room - n);
+                    self.push_tok_block(&block, take);
+                    n += take;
+                    if block.len < 8 {
+                        break;
+                    }
+                }
                 if n > 0 {
                     // Inside a word: what `step` would do for each of these letters and
                     // digits, without decoding a character.
@@ -146,16 +158,6 @@ impl Segmenter {
                     ) {
                         dst.copy_from_slice(src);
                         self.prefix_len += room;
-                    }
-                    let room = TOK_CAP.saturating_sub(self.tok_len).min(n);
-                    if let (Some(dst), Some(src)) = (
-                        self.tok.get_mut(self.tok_len..self.tok_len + room),
-                        run.get(..room),
-                    ) {
-                        for (d, s) in dst.iter_mut().zip(src) {
-                            *d = s.to_ascii_lowercase();
-                        }
-                        self.tok_len += room;
                     }
                     i += n;
                     continue;
@@ -193,12 +195,13 @@ impl Segmenter {
         }
     }
 
-    /// How many of the ASCII letters and digits at the start of `rest` (which starts at byte
-    /// `p`) only extend the current run: they follow a content character of the same line,
-    /// no terminator is pending and the run and sentence caps are not reached (so `step`
-    /// would record each of them and change nothing else). 0 when the first one does not.
+    /// How many ASCII letters and digits from byte `p` on (with `available` bytes left in
+    /// the chunk) would only extend the current run: they follow a content character of
+    /// the same line, no terminator is pending and the run and sentence caps are not
+    /// reached (so `step` would record each of them and change nothing else). 0 when the
+    /// state allows none.
     #[inline]
-    fn run_extension(&self, rest: &[u8], p: usize) -> usize {
+    fn extension_room(&self, p: usize, available: usize) -> usize {
         match self.start {
             Some(start)
                 if !self.prev_ws
@@ -209,15 +212,27 @@ impl Segmenter {
                 let run_from = self.run_start.max(start);
                 // Both caps as the first byte position at which they are reached.
                 let cap = (run_from + self.run_max).min(start + self.hard_max);
-                let room = cap.saturating_sub(p).min(rest.len());
-                rest.get(..room)
-                    .unwrap_or_default()
-                    .iter()
-                    .position(|x| !x.is_ascii_alphanumeric())
-                    .unwrap_or(room)
+                cap.saturating_sub(p).min(available)
             }
             _ => 0,
         }
+    }
+
+    /// Appends the first `take` bytes of `block` (lowercase) to the current token, as far
+    /// as [`TOK_CAP`] allows.
+    #[inline]
+    fn push_tok_block(&mut self, block: &LetterBlock, take: usize) {
+        let at = self.tok_len;
+        let room = TOK_CAP.saturating_sub(at).min(take);
+        let lower = block.lower_bytes();
+        if let Some(dst) = self.tok.get_mut(at..at + 8) {
+            // All 8 bytes: only `tok[..tok_len]` is ever read.
+            dst.copy_from_slice(&lower);
+        } else if let (Some(dst), Some(src)) = (self.tok.get_mut(at..at + room), lower.get(..room))
+        {
+            dst.copy_from_slice(src);
+        }
+        self.tok_len = at + room;
     }
 
     /// Whether an ASCII letter or digit here starts a run after a space on a line

@@ -78,15 +78,103 @@ pub(crate) enum CharClass {
     Other(u32),
 }
 
-/// The run of ASCII letters at the start of `rest` (empty when it does not start with one).
-#[inline]
-pub(crate) fn ascii_letter_run(rest: &[u8]) -> &[u8] {
-    let n = rest
-        .iter()
-        .position(|x| !x.is_ascii_alphabetic())
-        .unwrap_or(rest.len());
-    rest.get(..n).unwrap_or_default()
+/// The ASCII letters at the start of at most 8 bytes of text, read as one 64-bit word
+/// (SWAR: most words are read without a branch per letter). See [`letter_block`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct LetterBlock {
+    /// Letters in the run, 0 to 8; 8 when the run may go on past the block.
+    pub len: usize,
+    /// The run's letters in lowercase, little-endian (byte `k` is letter `k`); the bytes
+    /// past the run are zero.
+    pub lower: u64,
+    /// How many of the run's letters are uppercase.
+    pub upper: u32,
 }
+
+impl LetterBlock {
+    /// The run's letters in lowercase.
+    #[inline]
+    pub(crate) fn lower_bytes(&self) -> [u8; 8] {
+        self.lower.to_le_bytes()
+    }
+}
+
+/// High bit of each byte of a 64-bit word.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// The first 8 bytes of `rest` as a little-endian word, zero past its end.
+#[inline]
+fn load8(rest: &[u8]) -> u64 {
+    if let Some(head) = rest.first_chunk::<8>() {
+        return u64::from_le_bytes(*head);
+    }
+    let mut b = [0u8; 8];
+    for (d, s) in b.iter_mut().zip(rest) {
+        *d = *s;
+    }
+    u64::from_le_bytes(b)
+}
+
+/// The high bit of each byte of `x` that is an ASCII letter (per byte, without carries
+/// between bytes: folded to lowercase, where only letters land in `a..=z`, then `a <= t`
+/// and `t <= z` as the high bit of a sum and of a difference of 7-bit values; bytes with
+/// the high bit set are not ASCII).
+#[inline]
+fn letter_bits(x: u64) -> u64 {
+    let t = (x | 0x2020_2020_2020_2020) & !HIGH_BITS;
+    let ge_a = t.wrapping_add(0x1f1f_1f1f_1f1f_1f1f);
+    let le_z = 0xfafa_fafa_fafa_fafa_u64.wrapping_sub(t);
+    ge_a & le_z & !x & HIGH_BITS
+}
+
+/// The high bit of each byte of `x` that is an ASCII digit (as in [`letter_bits`]).
+#[inline]
+fn digit_bits(x: u64) -> u64 {
+    let t = x & !HIGH_BITS;
+    let ge_0 = t.wrapping_add(0x5050_5050_5050_5050);
+    let le_9 = 0xb9b9_b9b9_b9b9_b9b9_u64.wrapping_sub(t);
+    ge_0 & le_9 & !x & HIGH_BITS
+}
+
+/// The length (0 to 8) of the leading run of bytes whose high bit is set in `bits`, and the
+/// mask of that run's bytes.
+#[inline]
+fn leading_run(bits: u64) -> (usize, u64) {
+    let stop = !bits & HIGH_BITS;
+    match (stop.trailing_zeros() / 8) as usize {
+        n @ 0..=7 => (n, (1u64 << (8 * n)) - 1),
+        _ => (8, u64::MAX),
+    }
+}
+
+/// The run of ASCII letters at the start of `rest`, up to 8 of them (the same letters as
+/// [`u8::is_ascii_alphabetic`] finds, in one pass over a 64-bit word).
+#[inline]
+pub(crate) fn letter_block(rest: &[u8]) -> LetterBlock {
+    let x = load8(rest);
+    let (len, run) = leading_run(letter_bits(x));
+    let letters = letter_bits(x) & run;
+    let lower = (x | (letters >> 2)) & run;
+    let upper = (letters & !((x & 0x2020_2020_2020_2020) << 2)).count_ones();
+    LetterBlock { len, lower, upper }
+}
+
+/// The run of ASCII letters and digits at the start of `rest`, up to 8 of them (the bytes
+/// [`u8::is_ascii_alphanumeric`] accepts), as a [`LetterBlock`]: `lower` holds the run
+/// with its letters in lowercase; `upper` is not counted (0).
+#[inline]
+pub(crate) fn alphanumeric_block(rest: &[u8]) -> LetterBlock {
+    let x = load8(rest);
+    let letters = letter_bits(x);
+    let (len, run) = leading_run(letters | digit_bits(x));
+    let lower = (x | ((letters & run) >> 2)) & run;
+    LetterBlock {
+        len,
+        lower,
+        upper: 0,
+    }
+}
+
 
 /// The character at byte `at` of `text`, whose first byte is `first` (decoded only when it
 /// is not ASCII); `None` when `at` is not a character boundary.
@@ -616,10 +704,10 @@ impl TermWord {
         }
     }
 
-    /// Appends a run of ASCII letters (any case).
+    /// Appends a run of lowercase ASCII letters.
     #[inline]
-    fn push_ascii_letters(&mut self, run: &[u8]) {
-        self.buf.extend(run.iter().map(u8::to_ascii_lowercase));
+    fn push_ascii_lowercase(&mut self, run: &[u8]) {
+        self.buf.extend_from_slice(run);
         self.chars = self.chars.saturating_add(run.len() as u32);
     }
 
@@ -688,16 +776,22 @@ pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
     while let Some(&b) = bytes.get(i) {
         if b.is_ascii_alphabetic() {
             // A run of ASCII letters: what the general path below does for each of them as
-            // a `Latin` character, in one step.
-            let run = ascii_letter_run(bytes.get(i..).unwrap_or_default());
-            let n = run.len();
-            word.push_latin_run(n as u32);
-            term.push_ascii_letters(run);
-            for &x in run {
-                fp.byte(x.to_ascii_lowercase());
+            // a `Latin` character, in steps of up to 8 letters.
+            loop {
+                let block = letter_block(bytes.get(i..).unwrap_or_default());
+                let lower = block.lower_bytes();
+                let letters = lower.get(..block.len).unwrap_or_default();
+                word.push_latin_run(block.len as u32);
+                term.push_ascii_lowercase(letters);
+                for &x in letters {
+                    fp.byte(x);
+                }
+                i += block.len;
+                if block.len < 8 {
+                    break;
+                }
             }
             prev_cjk = None;
-            i += n;
             continue;
         }
         if b == b' ' {
@@ -777,6 +871,58 @@ mod tests {
 
     fn tokens(s: &str) -> u32 {
         centi_to_tokens(u64::from(estimate_centi(s)), 1.0)
+    }
+
+    /// What [`letter_block`] and [`alphanumeric_block`] must give, byte by byte.
+    fn naive_block(rest: &[u8], accept: fn(&u8) -> bool) -> LetterBlock {
+        let run: Vec<u8> = rest.iter().take(8).take_while(|x| accept(x)).copied().collect();
+        let mut lower = [0u8; 8];
+        for (d, s) in lower.iter_mut().zip(&run) {
+            *d = s.to_ascii_lowercase();
+        }
+        LetterBlock {
+            len: run.len(),
+            lower: u64::from_le_bytes(lower),
+            upper: run.iter().filter(|x| x.is_ascii_uppercase()).count() as u32,
+        }
+    }
+
+    #[test]
+    fn blocks_match_the_byte_by_byte_definition() {
+        // Every byte value at every place of a block, between letters and digits, and
+        // texts shorter than a block.
+        let mut texts: Vec<Vec<u8>> = Vec::new();
+        for b in 0..=255u8 {
+            for at in 0..10 {
+                let mut t = b"aZ9mQ0xY7kLp".to_vec();
+                if let Some(slot) = t.get_mut(at) {
+                    *slot = b;
+                }
+                texts.push(t.clone());
+                texts.push(t.get(at..).unwrap_or_default().to_vec());
+            }
+        }
+        let mut x = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..20_000 {
+            let len = (x % 12) as usize;
+            let t: Vec<u8> = (0..len)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *b"aBzZ09@[`{/:\x80\xc3 ".get((x % 16) as usize).unwrap_or(&b'a')
+                })
+                .collect();
+            texts.push(t);
+        }
+        for t in &texts {
+            assert_eq!(letter_block(t), naive_block(t, u8::is_ascii_alphabetic), "{t:?}");
+            let expected = LetterBlock {
+                upper: 0,
+                ..naive_block(t, u8::is_ascii_alphanumeric)
+            };
+            assert_eq!(alphanumeric_block(t), expected, "{t:?}");
+        }
     }
 
     #[test]

@@ -211,12 +211,13 @@ pub fn scan(text: &str) -> RiskFlags {
 /// `lead` are read.
 pub fn scan_after(text: &str, lead: &str) -> RiskFlags {
     let (context, injection) = scan_words(text);
-    scan_patterns(text, lead.as_bytes()) | context | injection | scan_encoded(text)
+    let bytes = ByteSummary::of(text.as_bytes());
+    scan_patterns(text, lead.as_bytes(), bytes) | context | injection | encoded(text, bytes)
 }
 
 /// Personal-data detectors only.
 pub fn scan_pii(text: &str) -> RiskFlags {
-    scan_patterns(text, b"") | scan_words(text).0
+    scan_patterns(text, b"", ByteSummary::of(text.as_bytes())) | scan_words(text).0
 }
 
 /// Injection-cue detector only (instruction overrides, role-play, prompt extraction, the
@@ -227,18 +228,12 @@ pub fn scan_injection(text: &str) -> RiskFlags {
 
 /// Personal data with a fixed shape: dates of birth, e-mail addresses, card, SSN and
 /// phone numbers, IBANs and IP addresses.
-fn scan_patterns(text: &str, lead: &[u8]) -> RiskFlags {
+fn scan_patterns(text: &str, lead: &[u8], bytes: ByteSummary) -> RiskFlags {
     let b = text.as_bytes();
-    let mut has_digit = false;
-    let mut has_at = false;
-    let mut has_colon = false;
-    let mut has_bracket = false;
-    for &x in b {
-        has_digit |= x.is_ascii_digit();
-        has_at |= x == b'@';
-        has_colon |= x == b':';
-        has_bracket |= matches!(x, b'[' | b'(' | b'{' | b'<');
-    }
+    let has_digit = bytes.has(ByteSummary::DIGIT);
+    let has_at = bytes.has(ByteSummary::AT);
+    let has_colon = bytes.has(ByteSummary::COLON);
+    let has_bracket = bytes.has(ByteSummary::BRACKET);
     let mut f = RiskFlags::NONE;
     if has_digit && has_full_date(b) {
         f |= RiskFlags::IDENTITY;
@@ -1104,8 +1099,17 @@ const ESCAPES_MIN: u32 = 8;
 
 /// Encoded-payload detector only.
 pub fn scan_encoded(text: &str) -> RiskFlags {
+    encoded(text, ByteSummary::of(text.as_bytes()))
+}
+
+/// [`scan_encoded`], with the [`ByteSummary`] of `text`.
+fn encoded(text: &str, bytes: ByteSummary) -> RiskFlags {
     let b = text.as_bytes();
-    if b.len() < ESCAPES_MIN as usize * 3 && b.len() < HEX_MIN || !may_hold_encoded(b) {
+    // Nothing to find without a base64-like run long enough to be examined or a byte that
+    // can start an escape sequence: most sentences of prose.
+    if b.len() < ESCAPES_MIN as usize * 3 && b.len() < HEX_MIN
+        || !bytes.long_b64_run && !bytes.has(ByteSummary::ESCAPE)
+    {
         return RiskFlags::NONE;
     }
     let mut i = 0;
@@ -1205,46 +1209,75 @@ const B64_ALPHABET: [bool; 256] = {
     t
 };
 
-/// [`ENCODED_BYTES`] bit of a base64-like byte ([`B64_ALPHABET`]).
-const B64_BYTE: u8 = 1;
-/// [`ENCODED_BYTES`] bit of a byte that can start an escape sequence (`\`, `%`, `&`).
-const ESCAPE_BYTE: u8 = 2;
-/// [`B64_BYTE`] and [`ESCAPE_BYTE`] of every byte value.
-#[allow(clippy::indexing_slicing)] // `i < 256`, the tables' length; `get_mut` is not const.
-const ENCODED_BYTES: [u8; 256] = {
-    let mut t = [0u8; 256];
-    let mut i = 0;
-    while i < 256 {
-        if B64_ALPHABET[i] {
-            t[i] |= B64_BYTE;
-        }
-        if matches!(i as u8, b'\\' | b'%' | b'&') {
-            t[i] |= ESCAPE_BYTE;
-        }
-        i += 1;
-    }
-    t
-};
+/// The byte classes of a sentence that the pattern and encoded-payload scanners start
+/// from, found in one pass (a table lookup per byte, no branch).
+#[derive(Debug, Clone, Copy)]
+struct ByteSummary {
+    /// The union of the classes ([`ByteSummary::DIGIT`], ...) of the bytes.
+    classes: u8,
+    /// Holds a base64-like run ([`B64_ALPHABET`]) long enough for [`encoded_run`].
+    long_b64_run: bool,
+}
 
-/// Whether [`scan_encoded`] can find anything in `b`: a base64-like run long enough to be
-/// examined, or a byte that can start an escape sequence. One pass without a branch per
-/// byte; most sentences of prose have neither and skip the scan.
-fn may_hold_encoded(b: &[u8]) -> bool {
-    const MIN_RUN: u32 = if HEX_MIN < BASE64_MIN {
-        HEX_MIN as u32
-    } else {
-        BASE64_MIN as u32
+impl ByteSummary {
+    const DIGIT: u8 = 1;
+    const AT: u8 = 1 << 1;
+    const COLON: u8 = 1 << 2;
+    /// `[`, `(`, `{` or `<`.
+    const BRACKET: u8 = 1 << 3;
+    /// A byte that can start an escape sequence: `\`, `%` or `&`.
+    const ESCAPE: u8 = 1 << 4;
+    const B64: u8 = 1 << 5;
+
+    /// The classes of every byte value.
+    #[allow(clippy::indexing_slicing)] // `i < 256`, the tables' length; `get_mut` is not const.
+    const TABLE: [u8; 256] = {
+        let mut t = [0u8; 256];
+        let mut i = 0;
+        while i < 256 {
+            let x = i as u8;
+            if x.is_ascii_digit() {
+                t[i] |= Self::DIGIT;
+            }
+            match x {
+                b'@' => t[i] |= Self::AT,
+                b':' => t[i] |= Self::COLON,
+                b'[' | b'(' | b'{' | b'<' => t[i] |= Self::BRACKET,
+                b'\\' | b'%' | b'&' => t[i] |= Self::ESCAPE,
+                _ => {}
+            }
+            if B64_ALPHABET[i] {
+                t[i] |= Self::B64;
+            }
+            i += 1;
+        }
+        t
     };
-    let mut run = 0u32;
-    let mut long = false;
-    let mut escape = 0u8;
-    for &x in b {
-        let class = ENCODED_BYTES.get(usize::from(x)).copied().unwrap_or(0);
-        run = run.saturating_add(1) * u32::from(class & B64_BYTE);
-        long |= run >= MIN_RUN;
-        escape |= class & ESCAPE_BYTE;
+
+    fn of(b: &[u8]) -> ByteSummary {
+        const MIN_RUN: u32 = if HEX_MIN < BASE64_MIN {
+            HEX_MIN as u32
+        } else {
+            BASE64_MIN as u32
+        };
+        let mut classes = 0u8;
+        let mut run = 0u32;
+        let mut long = false;
+        for &x in b {
+            let c = Self::TABLE.get(usize::from(x)).copied().unwrap_or(0);
+            classes |= c;
+            run = run.saturating_add(1) * u32::from((c & Self::B64) >> 5);
+            long |= run >= MIN_RUN;
+        }
+        ByteSummary {
+            classes,
+            long_b64_run: long,
+        }
     }
-    long || escape != 0
+
+    fn has(self, class: u8) -> bool {
+        self.classes & class != 0
+    }
 }
 
 #[inline]

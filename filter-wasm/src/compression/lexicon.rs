@@ -4,8 +4,10 @@
 //! street words, injection cues, ...). A chain of slice comparisons per list costs a
 //! `memcmp` per candidate of the same length, several lists per word; this table packs a
 //! folded word of up to [`MAX_WORD`] bytes into one `u128` and finds it with a single
-//! multiplicative hash and, almost always, one probe of an open-addressing table. Lookups
-//! give exactly the answer of the lists they are built from.
+//! multiplicative hash and, almost always, one probe of an open-addressing table. Most
+//! words of a text are in no list: a 4096-bit filter (one bit per held word, a Bloom
+//! filter with one hash) turns most of them away before the probe. Lookups give exactly
+//! the answer of the lists they are built from.
 
 /// Longest word (in folded bytes) a table can hold; longer words are never found.
 pub(crate) const MAX_WORD: usize = 16;
@@ -53,6 +55,9 @@ pub(crate) struct WordTable<V: Copy> {
     values: Vec<V>,
     /// log2 of the slot count.
     bits: u32,
+    /// One bit per [`WordTable::filter_bit`] of the words held: a clear bit answers
+    /// "not held" from 512 bytes that stay in cache, before the probe.
+    filter: [u64; 64],
 }
 
 impl<V: Copy + Default> WordTable<V> {
@@ -76,8 +81,13 @@ impl<V: Copy + Default> WordTable<V> {
             keys: vec![0; 1 << bits],
             values: vec![V::default(); 1 << bits],
             bits,
+            filter: [0; 64],
         };
         for (k, v) in entries {
+            let bit = Self::filter_bit(k);
+            if let Some(word) = table.filter.get_mut(bit / 64) {
+                *word |= 1 << (bit % 64);
+            }
             let mask = table.keys.len() - 1;
             let mut i = table.slot(k);
             while let (Some(key), Some(value)) = (table.keys.get_mut(i), table.values.get_mut(i)) {
@@ -93,6 +103,13 @@ impl<V: Copy + Default> WordTable<V> {
             }
         }
         table
+    }
+
+    /// The filter bit of a packed word (0..4096), from other hash bits than its slot.
+    #[inline]
+    fn filter_bit(k: u128) -> usize {
+        let x = (k as u64).rotate_left(17) ^ ((k >> 64) as u64);
+        (x.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 52) as usize
     }
 
     #[inline]
@@ -113,6 +130,14 @@ impl<V: Copy + Default> WordTable<V> {
     /// The value of a packed word, or `V::default()`.
     #[inline]
     pub(crate) fn get_packed(&self, k: u128) -> V {
+        let bit = Self::filter_bit(k);
+        if self
+            .filter
+            .get(bit / 64)
+            .is_none_or(|w| w & (1 << (bit % 64)) == 0)
+        {
+            return V::default();
+        }
         let mask = self.keys.len() - 1;
         let mut i = self.slot(k);
         // The table is never full, so an empty slot ends every probe sequence; the bound

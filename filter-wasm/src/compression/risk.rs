@@ -1375,12 +1375,11 @@ impl Word {
         self.letters = self.letters.saturating_add(block.len as u32);
     }
 
-    /// The word once it has ended, `upper` of its letters uppercase: written in capitals
-    /// when all of at least two are, and then not counted as capitalised.
-    fn finished(mut self, upper: u32) -> Word {
+    /// Ends the word, `upper` of its letters uppercase: written in capitals when all of at
+    /// least two are, and then not counted as capitalised.
+    fn finish(&mut self, upper: u32) {
         self.caps = self.letters >= 2 && upper == self.letters;
         self.cap &= !self.caps;
-        self
     }
 
     fn is(&self, s: &[u8]) -> bool {
@@ -2664,40 +2663,62 @@ impl ContextScanner {
 
     /// Takes the next word; `foreign` is the [`foreign_hash`] of its letters outside the
     /// Latin script (`None` when it has none).
-    fn word(&mut self, mut cur: Word, foreign: Option<Fnv>) {
+    /// Starts the next word as `w`: it is read in place, in the ring of recent words.
+    #[inline]
+    fn begin(&mut self, w: Word) {
+        if let Some(x) = self.cur() {
+            *x = w;
+        }
+    }
+
+    /// The word being read (started by [`ContextScanner::begin`]).
+    #[inline]
+    fn cur(&mut self) -> Option<&mut Word> {
+        self.recent.get_mut(self.n % CTX_WINDOW)
+    }
+
+    /// Ends the word being read, `upper` of its letters uppercase; `foreign` is the
+    /// [`foreign_hash`] of its letters outside the Latin script (`None` when it has none).
+    /// Then applies the rules to it.
+    fn end_word(&mut self, upper: u32, foreign: Option<Fnv>) {
+        let n = self.n + 1;
+        let Some(cur) = self.recent.get_mut(self.n % CTX_WINDOW) else {
+            return;
+        };
+        cur.finish(upper);
         cur.lex = Lex::of(cur.key());
+        let mut foreign_street = false;
         if let Some(hash) = foreign {
             cur.lex |= Lex::of_foreign(hash.finish());
-            if cur.in_list(Lex::FOREIGN_STREET) {
-                self.foreign_street_at = Some(self.n + 1);
-            }
+            foreign_street = cur.in_list(Lex::FOREIGN_STREET);
         }
         if street_compound(cur.text()) {
             cur.lex |= Lex::STREET | Lex::STREET_COMPOUND;
         }
-        if let Some(x) = self.recent.get_mut(self.n % CTX_WINDOW) {
-            *x = cur;
-        }
-        self.n += 1;
-        let n = self.n;
-        let p1 = self.back(1);
         // Most words are plain: lowercase, no digit, in no word list that a rule tests the
         // current word for (openers, name leads and street types written before a name or
         // in lowercase are tested one or more words later). Such a word can only
         // complete a name cue after a `NAME_LEAD` word or a question; every other rule
         // needs a capital, a digit or a listed word, so only the runs are reset.
-        if cur.lex & !Lex::LATER == 0
-            && !cur.cap
-            && !cur.caps
-            && cur.digits == 0
-            && !p1.in_list(Lex::NAME_LEAD)
-            && p1.after != '?'
-        {
+        let plain = cur.lex & !Lex::LATER == 0 && !cur.cap && !cur.caps && cur.digits == 0;
+        if foreign_street {
+            self.foreign_street_at = Some(n);
+        }
+        self.n = n;
+        let p1 = self.back(1);
+        if plain && !p1.in_list(Lex::NAME_LEAD) && p1.after != '?' {
             self.cap_run = 0;
             self.any_run = 0;
             self.any_run_accent = false;
             return;
         }
+        self.rules(p1);
+    }
+
+    /// The rules for the word just ended (`back(0)`), `p1` the word before it.
+    fn rules(&mut self, p1: Word) {
+        let n = self.n;
+        let cur = self.back(0);
         let (p2, p3) = (self.back(2), self.back(3));
         let c = cur.text();
         let mut f = RiskFlags::NONE;
@@ -3265,7 +3286,6 @@ impl ContextScanner {
 fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
     let mut inj = CueWords::new();
     let mut s = ContextScanner::new();
-    let mut cur = Word::default();
     let mut any = false;
     // Whether the next word starts a sentence, follows a hyphen, and follows a sign or a dot.
     let mut start = true;
@@ -3283,14 +3303,14 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             // A run of ASCII letters: what the general path below does for each of them, in
             // one step (a word's first letter decides `cap`).
             if !any {
-                cur = Word {
+                s.begin(Word {
                     start,
                     line,
                     hyphen,
                     signed,
                     cap: b.is_ascii_uppercase(),
                     ..Word::default()
-                };
+                });
                 any = true;
                 upper = 0;
             }
@@ -3298,7 +3318,9 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             loop {
                 let block = super::text::letter_block(bytes.get(i..).unwrap_or_default());
                 inj.ascii_letters(&block);
-                cur.push_ascii_letters(&block);
+                if let Some(cur) = s.cur() {
+                    cur.push_ascii_letters(&block);
+                }
                 upper = upper.saturating_add(block.upper);
                 i += block.len;
                 if block.len < 8 {
@@ -3311,7 +3333,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             // What the general path below does for a space: it ends the words.
             inj.end();
             if any {
-                s.word(cur.finished(upper), foreign.take());
+                s.end_word(upper, foreign.take());
                 any = false;
                 start = false;
                 line = false;
@@ -3350,44 +3372,47 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         let digit = c.is_ascii_digit();
         if latin.is_some() || digit || (c.is_alphabetic() && !c.is_ascii()) {
             if !any {
-                cur = Word {
+                s.begin(Word {
                     start,
                     line,
                     hyphen,
                     signed,
                     ..Word::default()
-                };
+                });
                 any = true;
                 first = true;
                 upper = 0;
             }
             let b = latin.or_else(|| digit.then_some(c as u8));
-            match b {
-                Some(x) => {
-                    if let Some(slot) = cur.w.get_mut(cur.len) {
-                        *slot = x;
-                        cur.len += 1;
-                    } else {
+            if b.is_none() {
+                foreign_fold(foreign.get_or_insert_with(Fnv::new), c);
+            }
+            let upper_case = !digit && c.is_uppercase();
+            if let Some(cur) = s.cur() {
+                match b {
+                    Some(x) => {
+                        if let Some(slot) = cur.w.get_mut(cur.len) {
+                            *slot = x;
+                            cur.len += 1;
+                        } else {
+                            cur.odd = true;
+                        }
+                    }
+                    None => {
                         cur.odd = true;
+                        cur.foreign = true;
                     }
                 }
-                None => {
-                    cur.odd = true;
-                    cur.foreign = true;
-                    foreign_fold(foreign.get_or_insert_with(Fnv::new), c);
+                cur.accent |= latin.is_some() && !c.is_ascii();
+                if digit {
+                    cur.digits = cur.digits.saturating_add(1);
+                } else {
+                    cur.letters = cur.letters.saturating_add(1);
+                    cur.cap |= upper_case && first;
                 }
             }
-            cur.accent |= latin.is_some() && !c.is_ascii();
-            if digit {
-                cur.digits = cur.digits.saturating_add(1);
-            } else {
-                cur.letters = cur.letters.saturating_add(1);
-                if c.is_uppercase() {
-                    upper = upper.saturating_add(1);
-                    if first {
-                        cur.cap = true;
-                    }
-                }
+            if upper_case {
+                upper = upper.saturating_add(1);
             }
             first = false;
             continue;
@@ -3397,7 +3422,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
             continue;
         }
         if any {
-            s.word(cur.finished(upper), foreign.take());
+            s.end_word(upper, foreign.take());
             any = false;
             start = false;
             line = false;
@@ -3432,7 +3457,7 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         line |= c == '\n';
     }
     if any {
-        s.word(cur.finished(upper), foreign);
+        s.end_word(upper, foreign);
     }
     // A question for an address ends its sentence ("What is your address?", "what's the
     // address?"): the answer follows in the next one, which personal-data context keeps

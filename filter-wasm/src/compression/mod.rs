@@ -628,6 +628,8 @@ pub struct PromptBuilder {
     term_ids: HashMap<u64, u32, PreHashedBuild>,
     df: Vec<u32>,
     scratch: Vec<u64>,
+    /// The word being folded by the analysis (kept between sentences).
+    word_buf: Vec<u8>,
     risk: RiskFlags,
     total_centi: u64,
     /// Candidates for ranking: indices of the sentences that are neither risk-flagged nor
@@ -659,6 +661,7 @@ impl PromptBuilder {
             term_ids: HashMap::default(),
             df: Vec::new(),
             scratch: Vec::new(),
+            word_buf: Vec::new(),
             risk: RiskFlags::NONE,
             total_centi: 0,
             pool: Vec::new(),
@@ -796,7 +799,14 @@ impl PromptBuilder {
             return;
         };
         self.scratch.clear();
-        let a = text::analyze(s, &mut self.scratch);
+        // One pass for the analysis and the risk scan (the lead is read below).
+        let mut pass = (
+            text::TermScan::new(&mut self.scratch, &mut self.word_buf),
+            (risk::WordScan::new(), risk::ByteScan::default()),
+        );
+        text::read_chars(s, &mut pass);
+        let (terms, (words, bytes)) = pass;
+        let a = terms.finish();
         // The end of the previous line in the same segment: a phone word there ("Phone:"
         // on the line above) counts for a number at the start of this sentence.
         let mut from = self.open_start.max(sp.start.saturating_sub(16));
@@ -804,7 +814,7 @@ impl PromptBuilder {
             from += 1;
         }
         let lead = self.text.get(from..sp.start).unwrap_or("");
-        let risk = risk::scan_after(s, lead);
+        let risk = risk::flags_after(s, lead, words, bytes.summary());
         self.scratch.sort_unstable();
         let t0 = self.arena.len();
         for group in self.scratch.chunk_by(|a, b| a == b) {

@@ -58,7 +58,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use super::lexicon::{self, WordTable};
-use super::text::{Fnv, LetterBlock};
+use super::text::{CharSink, Fnv, LetterBlock};
 
 /// A set of risk kinds found in a text (a bit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -210,8 +210,20 @@ pub fn scan(text: &str) -> RiskFlags {
 /// looser number shape at the start of `text` a phone number. Only the last 16 bytes of
 /// `lead` are read.
 pub fn scan_after(text: &str, lead: &str) -> RiskFlags {
-    let (context, injection) = scan_words(text);
-    let bytes = ByteSummary::of(text.as_bytes());
+    let mut words = WordScan::new();
+    super::text::read_chars(text, &mut words);
+    flags_after(text, lead, words, ByteSummary::of(text.as_bytes()))
+}
+
+/// [`scan_after`] for `text` once `words` has read it and `bytes` is its [`ByteSummary`]
+/// (from a pass shared with other readers).
+pub(crate) fn flags_after(
+    text: &str,
+    lead: &str,
+    words: WordScan,
+    bytes: ByteSummary,
+) -> RiskFlags {
+    let (context, injection) = words.finish();
     scan_patterns(text, lead.as_bytes(), bytes) | context | injection | encoded(text, bytes)
 }
 
@@ -1212,7 +1224,7 @@ const B64_ALPHABET: [bool; 256] = {
 /// The byte classes of a sentence that the pattern and encoded-payload scanners start
 /// from, found in one pass (a table lookup per byte, no branch).
 #[derive(Debug, Clone, Copy)]
-struct ByteSummary {
+pub(crate) struct ByteSummary {
     /// The union of the classes ([`ByteSummary::DIGIT`], ...) of the bytes.
     classes: u8,
     /// Holds a base64-like run ([`B64_ALPHABET`]) long enough for [`encoded_run`].
@@ -1255,28 +1267,78 @@ impl ByteSummary {
     };
 
     fn of(b: &[u8]) -> ByteSummary {
-        const MIN_RUN: u32 = if HEX_MIN < BASE64_MIN {
-            HEX_MIN as u32
-        } else {
-            BASE64_MIN as u32
-        };
-        let mut classes = 0u8;
-        let mut run = 0u32;
-        let mut long = false;
+        let mut scan = ByteScan::default();
         for &x in b {
-            let c = Self::TABLE.get(usize::from(x)).copied().unwrap_or(0);
-            classes |= c;
-            run = run.saturating_add(1) * u32::from((c & Self::B64) >> 5);
-            long |= run >= MIN_RUN;
+            scan.byte(x);
         }
-        ByteSummary {
-            classes,
-            long_b64_run: long,
-        }
+        scan.summary()
     }
 
     fn has(self, class: u8) -> bool {
         self.classes & class != 0
+    }
+}
+
+/// A [`ByteSummary`] being found: byte by byte ([`ByteSummary::of`]) or as a [`CharSink`]
+/// in a pass shared with other readers.
+#[derive(Debug, Default)]
+pub(crate) struct ByteScan {
+    classes: u8,
+    /// Base64-like bytes in a row so far.
+    run: u32,
+    long: bool,
+}
+
+impl ByteScan {
+    /// The shortest run [`encoded_run`] examines.
+    const MIN_RUN: u32 = if HEX_MIN < BASE64_MIN {
+        HEX_MIN as u32
+    } else {
+        BASE64_MIN as u32
+    };
+
+    #[inline]
+    fn byte(&mut self, x: u8) {
+        let c = ByteSummary::TABLE.get(usize::from(x)).copied().unwrap_or(0);
+        self.classes |= c;
+        self.run = self.run.saturating_add(1) * u32::from((c & ByteSummary::B64) >> 5);
+        self.long |= self.run >= Self::MIN_RUN;
+    }
+
+    pub(crate) fn summary(&self) -> ByteSummary {
+        ByteSummary {
+            classes: self.classes,
+            long_b64_run: self.long,
+        }
+    }
+}
+
+impl CharSink for ByteScan {
+    /// Letters are base64-like and of no other class.
+    #[inline]
+    fn letters(&mut self, block: &LetterBlock, _raw: &[u8]) {
+        if block.len > 0 {
+            self.classes |= ByteSummary::B64;
+            self.run = self.run.saturating_add(block.len as u32);
+            self.long |= self.run >= Self::MIN_RUN;
+        }
+    }
+    #[inline]
+    fn space(&mut self) {
+        self.byte(b' ');
+    }
+    /// A character outside ASCII is bytes of no class.
+    #[inline]
+    fn char(&mut self, c: char) {
+        if c.is_ascii() {
+            self.byte(c as u8);
+        } else {
+            self.run = 0;
+        }
+    }
+    fn escaped_newline(&mut self) {
+        self.byte(b'\\');
+        self.byte(b'n');
     }
 }
 
@@ -3284,77 +3346,129 @@ impl ContextScanner {
 /// injection)` flags. The two split words differently: a context word also holds digits
 /// and letters of other scripts, which end a cue word.
 fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
-    let mut inj = CueWords::new();
-    let mut s = ContextScanner::new();
-    let mut any = false;
-    // Whether the next word starts a sentence, follows a hyphen, and follows a sign or a dot.
-    let mut start = true;
-    let mut line = true;
-    let mut hyphen = false;
-    let mut signed = false;
-    let mut first = true;
-    let mut upper = 0u32;
-    // The [`foreign_hash`] of the current word's letters outside the Latin script.
-    let mut foreign: Option<Fnv> = None;
-    let bytes = text.as_bytes();
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b.is_ascii_alphabetic() {
-            // A run of ASCII letters: what the general path below does for each of them, in
-            // one step (a word's first letter decides `cap`).
-            if !any {
-                s.begin(Word {
-                    start,
-                    line,
-                    hyphen,
-                    signed,
-                    cap: b.is_ascii_uppercase(),
-                    ..Word::default()
-                });
-                any = true;
-                upper = 0;
-            }
-            first = false;
-            loop {
-                let block = super::text::letter_block(bytes.get(i..).unwrap_or_default());
-                inj.ascii_letters(&block);
-                if let Some(cur) = s.cur() {
-                    cur.push_ascii_letters(&block);
-                }
-                upper = upper.saturating_add(block.upper);
-                i += block.len;
-                if block.len < 8 {
-                    break;
-                }
-            }
-            continue;
+    let mut scan = WordScan::new();
+    super::text::read_chars(text, &mut scan);
+    scan.finish()
+}
+
+/// The word-level scanners of [`scan_words`] as a [`CharSink`]: personal-data context and
+/// injection cues.
+pub(crate) struct WordScan {
+    inj: CueWords,
+    s: ContextScanner,
+    /// A word is being read.
+    any: bool,
+    /// Whether the next word starts a sentence, starts a line, follows a hyphen, and
+    /// follows a sign or a dot.
+    start: bool,
+    line: bool,
+    hyphen: bool,
+    signed: bool,
+    /// The next letter is the word's first.
+    first: bool,
+    /// Uppercase letters of the current word.
+    upper: u32,
+    /// The [`foreign_hash`] of the current word's letters outside the Latin script.
+    foreign: Option<Fnv>,
+}
+
+impl WordScan {
+    pub(crate) fn new() -> Self {
+        WordScan {
+            inj: CueWords::new(),
+            s: ContextScanner::new(),
+            any: false,
+            start: true,
+            line: true,
+            hyphen: false,
+            signed: false,
+            first: true,
+            upper: 0,
+            foreign: None,
         }
-        if b == b' ' {
-            // What the general path below does for a space: it ends the words.
-            inj.end();
-            if any {
-                s.end_word(upper, foreign.take());
-                any = false;
-                start = false;
-                line = false;
-                hyphen = false;
-            }
-            signed = false;
-            i += 1;
-            continue;
+    }
+
+    /// Starts a word.
+    #[inline]
+    fn begin(&mut self, cap: bool) {
+        self.s.begin(Word {
+            start: self.start,
+            line: self.line,
+            hyphen: self.hyphen,
+            signed: self.signed,
+            cap,
+            ..Word::default()
+        });
+        self.any = true;
+        self.upper = 0;
+    }
+
+    /// Ends the current context word.
+    #[inline]
+    fn end_word(&mut self) {
+        self.s.end_word(self.upper, self.foreign.take());
+        self.any = false;
+        self.start = false;
+        self.line = false;
+        self.hyphen = false;
+    }
+
+    /// Ends the text: `(personal, injection)` flags.
+    pub(crate) fn finish(mut self) -> (RiskFlags, RiskFlags) {
+        if self.any {
+            self.s.end_word(self.upper, self.foreign.take());
         }
-        let Some(c) = super::text::char_at(text, i, b) else {
-            break;
-        };
-        i += c.len_utf8();
-        // A line break written as an escape ("Inc.\\n287 Jaanioja 13", text pasted from
-        // a JSON string or a log) starts a line as a real one does.
-        let c = if c == '\\' && bytes.get(i) == Some(&b'n') {
-            i += 1;
-            '\n'
-        } else {
-            c
-        };
+        let s = &mut self.s;
+        // A question for an address ends its sentence ("What is your address?", "what's
+        // the address?"): the answer follows in the next one, which personal-data context
+        // keeps with it.
+        let (last, before) = (s.back(0), s.back(1));
+        if last.is(b"address")
+            && last.after == '?'
+            && matches!(
+                before.text(),
+                b"your" | b"my" | b"his" | b"her" | b"their" | b"the"
+            )
+        {
+            s.flags |= RiskFlags::ADDRESS;
+        }
+        (s.flags, self.inj.finish())
+    }
+}
+
+impl CharSink for WordScan {
+    /// What [`CharSink::char`] does for each of them, in one step (a word's first letter
+    /// decides `cap`).
+    #[inline]
+    fn letters(&mut self, block: &LetterBlock, raw: &[u8]) {
+        if !self.any {
+            self.begin(raw.first().is_some_and(u8::is_ascii_uppercase));
+        }
+        self.first = false;
+        self.inj.ascii_letters(block);
+        if let Some(cur) = self.s.cur() {
+            cur.push_ascii_letters(block);
+        }
+        self.upper = self.upper.saturating_add(block.upper);
+    }
+
+    /// What [`CharSink::char`] does for a space: it ends the words.
+    #[inline]
+    fn space(&mut self) {
+        self.inj.end();
+        if self.any {
+            self.end_word();
+        }
+        self.signed = false;
+    }
+
+    /// A line break written as an escape ("Inc.\\n287 Jaanioja 13") starts a line as a
+    /// real one does.
+    fn escaped_newline(&mut self) {
+        self.char('\n');
+    }
+
+    fn char(&mut self, c: char) {
         let latin = super::text::fold_latin(c);
         // Apostrophes and zero-width characters split no word; looked up only for
         // non-letters (the first letter of every word comes this way).
@@ -3365,30 +3479,23 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
         // The injection cues also read Cyrillic and Greek letters that look like Latin
         // ones as those ("Ignоre" with a Cyrillic "о"); the personal-data words do not.
         match latin.or_else(|| look_alike_latin(c)) {
-            Some(l) => inj.letter(l, c.is_uppercase()),
-            None if !skipped => inj.end(),
+            Some(l) => self.inj.letter(l, c.is_uppercase()),
+            None if !skipped => self.inj.end(),
             None => {}
         }
         let digit = c.is_ascii_digit();
         if latin.is_some() || digit || (c.is_alphabetic() && !c.is_ascii()) {
-            if !any {
-                s.begin(Word {
-                    start,
-                    line,
-                    hyphen,
-                    signed,
-                    ..Word::default()
-                });
-                any = true;
-                first = true;
-                upper = 0;
+            if !self.any {
+                self.begin(false);
+                self.first = true;
             }
             let b = latin.or_else(|| digit.then_some(c as u8));
             if b.is_none() {
-                foreign_fold(foreign.get_or_insert_with(Fnv::new), c);
+                foreign_fold(self.foreign.get_or_insert_with(Fnv::new), c);
             }
             let upper_case = !digit && c.is_uppercase();
-            if let Some(cur) = s.cur() {
+            let first = self.first;
+            if let Some(cur) = self.s.cur() {
                 match b {
                     Some(x) => {
                         if let Some(slot) = cur.w.get_mut(cur.len) {
@@ -3412,22 +3519,19 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                 }
             }
             if upper_case {
-                upper = upper.saturating_add(1);
+                self.upper = self.upper.saturating_add(1);
             }
-            first = false;
-            continue;
+            self.first = false;
+            return;
         }
         if skipped {
             // "I'm" -> "im"; zero-width characters do not split words.
-            continue;
+            return;
         }
-        if any {
-            s.end_word(upper, foreign.take());
-            any = false;
-            start = false;
-            line = false;
-            hyphen = false;
+        if self.any {
+            self.end_word();
         }
+        let s = &mut self.s;
         if !c.is_whitespace() {
             if let Some(last) =
                 s.n.checked_sub(1)
@@ -3437,42 +3541,25 @@ fn scan_words(text: &str) -> (RiskFlags, RiskFlags) {
                     last.after = c;
                 }
             }
-            hyphen = c == '-';
-            signed = matches!(c, '$' | '.' | '\u{20AC}' | '\u{00A3}' | '#');
+            self.hyphen = c == '-';
+            self.signed = matches!(c, '$' | '.' | '\u{20AC}' | '\u{00A3}' | '#');
         } else {
-            signed = false;
+            self.signed = false;
         }
         if matches!(
             c,
             '.' | '!' | '?' | '\n' | '"' | '>' | ':' | '(' | '\u{201C}'
         ) {
-            start = true;
+            self.start = true;
         }
         if matches!(c, '.' | '!' | '?' | ';' | '\n') {
             // A persona opening and a request count within their own sentence or clause.
-            inj.m.clause_end();
+            self.inj.m.clause_end();
         } else if c == ':' || c == ',' {
-            inj.m.phrase_start();
+            self.inj.m.phrase_start();
         }
-        line |= c == '\n';
+        self.line |= c == '\n';
     }
-    if any {
-        s.end_word(upper, foreign);
-    }
-    // A question for an address ends its sentence ("What is your address?", "what's the
-    // address?"): the answer follows in the next one, which personal-data context keeps
-    // with it.
-    let (last, before) = (s.back(0), s.back(1));
-    if last.is(b"address")
-        && last.after == '?'
-        && matches!(
-            before.text(),
-            b"your" | b"my" | b"his" | b"her" | b"their" | b"the"
-        )
-    {
-        s.flags |= RiskFlags::ADDRESS;
-    }
-    (s.flags, inj.finish())
 }
 
 /// The Latin letter (lowercase ASCII) that a Cyrillic or Greek letter is drawn like, as
@@ -4956,6 +5043,58 @@ impl CueWords {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_scan_in_a_shared_pass_equals_the_byte_summary() {
+        let pieces = [
+            "plain words",
+            " ",
+            "\\n",
+            "\\",
+            "n",
+            "@",
+            ":",
+            "(",
+            "%",
+            "&",
+            "0",
+            "+",
+            "/",
+            "-",
+            "_",
+            "é",
+            "日",
+            "\u{200B}",
+            "A",
+            "=",
+            "x1",
+            "\\x",
+            "\n",
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..5000 {
+            let mut text = String::new();
+            for _ in 0..(x % 40) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let piece = pieces
+                    .get((x % pieces.len() as u64) as usize)
+                    .unwrap_or(&"");
+                // Long runs of base64-like bytes too.
+                let times = if x.is_multiple_of(9) { 20 } else { 1 };
+                text.push_str(&piece.repeat(times));
+            }
+            let mut scan = ByteScan::default();
+            crate::compression::text::read_chars(&text, &mut scan);
+            let (a, b) = (scan.summary(), ByteSummary::of(text.as_bytes()));
+            assert_eq!(
+                (a.classes, a.long_b64_run),
+                (b.classes, b.long_b64_run),
+                "{text:?}"
+            );
+        }
+    }
 
     fn has(text: &str, f: RiskFlags) -> bool {
         scan(text).contains(f)

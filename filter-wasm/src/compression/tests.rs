@@ -1045,6 +1045,24 @@ proptest! {
     }
 
     #[test]
+    fn prop_one_shared_pass_equals_separate_passes(text in unicode_text(), lead in "[A-Za-z: \n]{0,16}") {
+        let (mut shared_terms, mut buf) = (Vec::new(), Vec::new());
+        let mut pass = (
+            text::TermScan::new(&mut shared_terms, &mut buf),
+            (risk::WordScan::new(), risk::ByteScan::default()),
+        );
+        text::read_chars(&text, &mut pass);
+        let (terms, (words, bytes)) = pass;
+        let a = terms.finish();
+        let shared_risk = risk::flags_after(&text, &lead, words, bytes.summary());
+        let mut alone_terms = Vec::new();
+        let b = text::analyze(&text, &mut alone_terms);
+        prop_assert_eq!((a.centi, a.fingerprint), (b.centi, b.fingerprint));
+        prop_assert_eq!(shared_terms, alone_terms);
+        prop_assert_eq!(shared_risk, risk::scan_after(&text, &lead));
+    }
+
+    #[test]
     fn prop_risk_scanners_are_total(text in unicode_text()) {
         let f = risk::scan(&text);
         prop_assert_eq!(f, risk::scan_pii(&text) | risk::scan_injection(&text) | risk::scan_encoded(&text));

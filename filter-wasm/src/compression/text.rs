@@ -652,7 +652,7 @@ fn fold_non_ascii(c: char) -> Option<u8> {
     Some(b)
 }
 
-/// Result of [`analyze`] for one sentence.
+/// Result of a [`TermScan`] of one sentence.
 pub(crate) struct Analysis {
     /// Estimated encoder tokens, in centi-tokens.
     pub centi: u32,
@@ -662,14 +662,14 @@ pub(crate) struct Analysis {
 }
 
 /// Scoring-term builder for one word.
-struct TermWord {
+struct TermWord<'a> {
     /// The word folded to lowercase, as UTF-8.
-    buf: Vec<u8>,
+    buf: &'a mut Vec<u8>,
     chars: u32,
     ascii_only: bool,
 }
 
-impl TermWord {
+impl TermWord<'_> {
     fn push(&mut self, c: char, class: CharClass) {
         match class {
             CharClass::Latin => {
@@ -713,7 +713,7 @@ impl TermWord {
     /// Ends the word; pushes its term hash unless it is too short or a stopword.
     fn take(&mut self, out: &mut Vec<u64>) {
         if self.chars >= 2 && self.chars <= 48 {
-            let mut w: &[u8] = &self.buf;
+            let mut w: &[u8] = self.buf;
             if self.ascii_only {
                 if !is_stopword(w) {
                     w = stem(w);
@@ -754,114 +754,213 @@ fn stem(w: &[u8]) -> &[u8] {
     }
 }
 
-/// One pass over a sentence: its token estimate, its scoring terms (pushed to `terms` as
-/// 64-bit hashes, duplicates included) and its fingerprint.
-///
-/// Terms: lowercase words of two or more letters/digits, English stopwords skipped, light
-/// plural stripping; for CJK ideographs and no-space scripts, every character and every
-/// pair of adjacent characters (unigrams and bigrams).
-pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
-    let mut word = WordCost::default();
-    let mut term = TermWord {
-        buf: Vec::new(),
-        chars: 0,
-        ascii_only: true,
-    };
-    let mut total: u32 = 0;
-    let mut fp = Fnv::new();
-    let mut prev_cjk: Option<char> = None;
+/// A reader of text in one pass of [`read_chars`], which decodes each character once for
+/// all the readers of a sentence.
+pub(crate) trait CharSink {
+    /// Up to 8 ASCII letters in a row, as a [`letter_block`] and as written (`raw`); a run
+    /// of more comes in several blocks.
+    fn letters(&mut self, block: &LetterBlock, raw: &[u8]);
+    /// An ASCII space.
+    fn space(&mut self);
+    /// Any other character.
+    fn char(&mut self, c: char);
+    /// A line break written as an escape, a backslash then `n` (text pasted from a JSON
+    /// string or a log). By default the two characters as written.
+    fn escaped_newline(&mut self) {
+        self.char('\\');
+        self.char('n');
+    }
+}
+
+impl<A: CharSink, B: CharSink> CharSink for (A, B) {
+    #[inline]
+    fn letters(&mut self, block: &LetterBlock, raw: &[u8]) {
+        self.0.letters(block, raw);
+        self.1.letters(block, raw);
+    }
+    #[inline]
+    fn space(&mut self) {
+        self.0.space();
+        self.1.space();
+    }
+    #[inline]
+    fn char(&mut self, c: char) {
+        self.0.char(c);
+        self.1.char(c);
+    }
+    #[inline]
+    fn escaped_newline(&mut self) {
+        self.0.escaped_newline();
+        self.1.escaped_newline();
+    }
+}
+
+/// Reads `text` into `sink`: ASCII letters in blocks of up to 8, ASCII spaces, a backslash
+/// followed by `n` as an escaped line break, every other character one by one.
+#[inline]
+pub(crate) fn read_chars<S: CharSink>(text: &str, sink: &mut S) {
     let bytes = text.as_bytes();
     let mut i = 0;
     while let Some(&b) = bytes.get(i) {
         if b.is_ascii_alphabetic() {
-            // A run of ASCII letters: what the general path below does for each of them as
-            // a `Latin` character, in steps of up to 8 letters.
             loop {
-                let block = letter_block(bytes.get(i..).unwrap_or_default());
-                let lower = block.lower_bytes();
-                let letters = lower.get(..block.len).unwrap_or_default();
-                word.push_latin_run(block.len as u32);
-                term.push_ascii_lowercase(letters);
-                for &x in letters {
-                    fp.byte(x);
-                }
+                let rest = bytes.get(i..).unwrap_or_default();
+                let block = letter_block(rest);
+                sink.letters(&block, rest.get(..block.len).unwrap_or_default());
                 i += block.len;
                 if block.len < 8 {
                     break;
                 }
             }
-            prev_cjk = None;
             continue;
         }
         if b == b' ' {
-            // What the general path below does for a `Space`.
-            total = total.saturating_add(word.take());
-            term.take(terms);
-            prev_cjk = None;
+            sink.space();
             i += 1;
+            continue;
+        }
+        if b == b'\\' && bytes.get(i + 1) == Some(&b'n') {
+            sink.escaped_newline();
+            i += 2;
             continue;
         }
         let Some(c) = char_at(text, i, b) else {
             break;
         };
+        sink.char(c);
         i += c.len_utf8();
+    }
+}
+
+/// The analysis of one sentence for ranking, as a [`CharSink`]: its token estimate, its
+/// scoring terms (pushed to `terms` as 64-bit hashes, duplicates included) and its
+/// fingerprint.
+///
+/// Terms: lowercase words of two or more letters/digits, English stopwords skipped, light
+/// plural stripping; for CJK ideographs and no-space scripts, every character and every
+/// pair of adjacent characters (unigrams and bigrams).
+pub(crate) struct TermScan<'a> {
+    word: WordCost,
+    term: TermWord<'a>,
+    total: u32,
+    fp: Fnv,
+    prev_cjk: Option<char>,
+    terms: &'a mut Vec<u64>,
+}
+
+impl<'a> TermScan<'a> {
+    /// A scan that pushes its terms to `terms` and folds words in `word_buf` (a buffer
+    /// kept between sentences; cleared here).
+    pub(crate) fn new(terms: &'a mut Vec<u64>, word_buf: &'a mut Vec<u8>) -> Self {
+        word_buf.clear();
+        TermScan {
+            word: WordCost::default(),
+            term: TermWord {
+                buf: word_buf,
+                chars: 0,
+                ascii_only: true,
+            },
+            total: 0,
+            fp: Fnv::new(),
+            prev_cjk: None,
+            terms,
+        }
+    }
+
+    /// Ends the text.
+    pub(crate) fn finish(mut self) -> Analysis {
+        self.total = self.total.saturating_add(self.word.take());
+        self.term.take(self.terms);
+        Analysis {
+            centi: self.total,
+            fingerprint: self.fp.finish(),
+        }
+    }
+}
+
+impl CharSink for TermScan<'_> {
+    /// What [`CharSink::char`] does for each of them as a `Latin` character, in one step.
+    #[inline]
+    fn letters(&mut self, block: &LetterBlock, _raw: &[u8]) {
+        let lower = block.lower_bytes();
+        let letters = lower.get(..block.len).unwrap_or_default();
+        self.word.push_latin_run(block.len as u32);
+        self.term.push_ascii_lowercase(letters);
+        for &x in letters {
+            self.fp.byte(x);
+        }
+        self.prev_cjk = None;
+    }
+
+    /// What [`CharSink::char`] does for a `Space`.
+    #[inline]
+    fn space(&mut self) {
+        self.total = self.total.saturating_add(self.word.take());
+        self.term.take(self.terms);
+        self.prev_cjk = None;
+    }
+
+    fn char(&mut self, c: char) {
         let class = classify(c);
         let cjk = matches!(class, CharClass::Ideograph | CharClass::NoSpaceLetter);
         match class {
             CharClass::Space => {
-                total = total.saturating_add(word.take());
-                term.take(terms);
+                self.total = self.total.saturating_add(self.word.take());
+                self.term.take(self.terms);
             }
-            CharClass::Punct => {
-                total = total.saturating_add(word.take()).saturating_add(CENTI);
-                term.take(terms);
-            }
-            CharClass::Ideograph => {
-                total = total.saturating_add(word.take()).saturating_add(CENTI);
-                term.take(terms);
+            CharClass::Punct | CharClass::Ideograph => {
+                self.total = self
+                    .total
+                    .saturating_add(self.word.take())
+                    .saturating_add(CENTI);
+                self.term.take(self.terms);
             }
             CharClass::NoSpaceLetter => {
-                word.push(class);
-                term.take(terms);
+                self.word.push(class);
+                self.term.take(self.terms);
             }
             CharClass::Zero => {}
             _ => {
-                word.push(class);
-                term.push(c, class);
+                self.word.push(class);
+                self.term.push(c, class);
             }
         }
         if cjk {
             let mut h = Fnv::new();
             h.byte(b'u');
             h.char(c);
-            terms.push(h.finish());
-            if let Some(p) = prev_cjk {
+            self.terms.push(h.finish());
+            if let Some(p) = self.prev_cjk {
                 let mut h = Fnv::new();
                 h.byte(b'b');
                 h.char(p);
                 h.char(c);
-                terms.push(h.finish());
+                self.terms.push(h.finish());
             }
-            prev_cjk = Some(c);
+            self.prev_cjk = Some(c);
         } else if class != CharClass::Zero {
-            prev_cjk = None;
+            self.prev_cjk = None;
+        }
+        if class == CharClass::Space || class == CharClass::Zero {
+            return;
         }
         if c.is_ascii() {
-            if class != CharClass::Space && class != CharClass::Zero {
-                fp.byte(c.to_ascii_lowercase() as u8);
-            }
-        } else if class != CharClass::Space && class != CharClass::Zero {
+            self.fp.byte(c.to_ascii_lowercase() as u8);
+        } else {
             for l in c.to_lowercase() {
-                fp.char(l);
+                self.fp.char(l);
             }
         }
     }
-    total = total.saturating_add(word.take());
-    term.take(terms);
-    Analysis {
-        centi: total,
-        fingerprint: fp.finish(),
-    }
+}
+
+/// The [`TermScan`] analysis of `text` alone.
+#[cfg(test)]
+pub(crate) fn analyze(text: &str, terms: &mut Vec<u64>) -> Analysis {
+    let mut buf = Vec::new();
+    let mut scan = TermScan::new(terms, &mut buf);
+    read_chars(text, &mut scan);
+    scan.finish()
 }
 
 #[cfg(test)]

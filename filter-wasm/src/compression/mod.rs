@@ -627,6 +627,8 @@ pub struct PromptBuilder {
     arena: Vec<(u32, u16)>,
     term_ids: HashMap<u64, u32, PreHashedBuild>,
     df: Vec<u32>,
+    /// Per term id: the index in `arena` of its latest entry.
+    last_entry: Vec<u32>,
     scratch: Vec<u64>,
     /// The word being folded by the analysis (kept between sentences).
     word_buf: Vec<u8>,
@@ -660,6 +662,7 @@ impl PromptBuilder {
             arena: Vec::new(),
             term_ids: HashMap::default(),
             df: Vec::new(),
+            last_entry: Vec::new(),
             scratch: Vec::new(),
             word_buf: Vec::new(),
             risk: RiskFlags::NONE,
@@ -815,20 +818,30 @@ impl PromptBuilder {
         }
         let lead = self.text.get(from..sp.start).unwrap_or("");
         let risk = risk::flags_after(s, lead, words, bytes.summary());
-        self.scratch.sort_unstable();
+        // Terms grouped in their order of first occurrence: `last_entry[id]` is where the
+        // term's latest arena entry is, so a repeat within this sentence adds to it.
         let t0 = self.arena.len();
-        for group in self.scratch.chunk_by(|a, b| a == b) {
-            let Some(&h) = group.first() else { continue };
+        for &h in &self.scratch {
             let next_id = self.df.len() as u32;
             let id = *self.term_ids.entry(h).or_insert(next_id);
             if id == next_id {
                 self.df.push(0);
+                self.last_entry.push(0);
             }
-            if let Some(d) = self.df.get_mut(id as usize) {
-                *d += 1;
+            let (Some(d), Some(last)) = (
+                self.df.get_mut(id as usize),
+                self.last_entry.get_mut(id as usize),
+            ) else {
+                continue;
+            };
+            match self.arena.get_mut(*last as usize) {
+                Some(e) if *last as usize >= t0 && e.0 == id => e.1 = e.1.saturating_add(1),
+                _ => {
+                    *last = self.arena.len() as u32;
+                    self.arena.push((id, 1));
+                    *d += 1;
+                }
             }
-            let tf = group.len().min(usize::from(u16::MAX)) as u16;
-            self.arena.push((id, tf));
         }
         let newlines = self
             .text

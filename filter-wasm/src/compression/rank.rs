@@ -45,7 +45,7 @@ pub(crate) struct Params {
 }
 
 /// The sentences to rank: per-sentence term ranges into `arena` (`(term id, tf)` pairs,
-/// sorted by term id, distinct), document frequencies by term id and costs.
+/// each term once per sentence, in any order), document frequencies by term id and costs.
 ///
 /// The sentences may be a subset of the prompt (the candidates left after pruning, see
 /// `PromptBuilder`): `positions` gives each one's index in the prompt and `total` the

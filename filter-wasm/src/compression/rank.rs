@@ -69,6 +69,18 @@ fn slice<T>(v: &[T], r: Range<usize>) -> &[T] {
     v.get(r).unwrap_or_default()
 }
 
+/// Slot `i` of `v`, which grows with NaN (not yet computed) to hold it; `None` only past
+/// what a table of document frequencies can need (more than 2^24 sentences).
+fn grow_to(v: &mut Vec<f32>, i: usize) -> Option<&mut f32> {
+    if i >= 1 << 24 {
+        return None;
+    }
+    if v.len() <= i {
+        v.resize(i + 1, f32::NAN);
+    }
+    v.get_mut(i)
+}
+
 /// Sparse TF-IDF model with an inverted index over the graph terms.
 struct Model {
     /// Term weights of the ranked sentences, concatenated; sentence `i`'s are `w[wr[i]]`,
@@ -101,8 +113,10 @@ impl Model {
         // part of the arena.
         let idf = |d: u32| 1.0 + ((docs + 1.0) / (d as f32 + 1.0)).ln();
         let tf_weight = |tf: u16| 1.0 + f32::from(tf.max(1)).ln();
-        // Most terms are rare and most counts small: their factors are computed once.
-        let idf_small: [f32; 64] = std::array::from_fn(|d| idf(d as u32));
+        // The factors are computed once per document frequency (a logarithm each): most
+        // terms are rare, and the common ones share a few large frequencies. Most counts
+        // are small.
+        let mut idf_by_df: Vec<f32> = (0..64).map(idf).collect();
         let tf_small: [f32; 16] = std::array::from_fn(|tf| tf_weight(tf as u16));
         let mut w: Vec<f32> = Vec::new();
         let mut wr: Vec<Range<usize>> = Vec::with_capacity(n);
@@ -110,7 +124,16 @@ impl Model {
             let a = w.len();
             w.extend(slice(inp.arena, r.clone()).iter().map(|&(t, tf)| {
                 let d = inp.df.get(t as usize).copied().unwrap_or(0);
-                let i = idf_small.get(d as usize).copied().unwrap_or_else(|| idf(d));
+                let i = match idf_by_df.get(d as usize) {
+                    Some(&x) if !x.is_nan() => x,
+                    _ => {
+                        let x = idf(d);
+                        if let Some(slot) = grow_to(&mut idf_by_df, d as usize) {
+                            *slot = x;
+                        }
+                        x
+                    }
+                };
                 let f = tf_small
                     .get(usize::from(tf))
                     .copied()

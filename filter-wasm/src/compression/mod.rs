@@ -603,6 +603,11 @@ struct SegmentRec {
     sentences: Range<usize>,
 }
 
+/// Pushed text waits until this many bytes have come before it is segmented and analysed
+/// (or until its segment ends): decoded JSON arrives in fragments cut at every escape
+/// sequence, often a few bytes each, and each analysis step reads the host's clock twice.
+pub const FEED_BYTES: usize = 4096;
+
 /// Accumulates a prompt as it streams in and compresses it to a token budget.
 ///
 /// Memory: the pushed text plus about 60 bytes per sentence and 8 bytes per distinct term
@@ -622,6 +627,8 @@ pub struct PromptBuilder {
     open_start: usize,
     open_first_sentence: usize,
     open_dirty: bool,
+    /// Bytes of `text` given to the segmenter so far.
+    fed: usize,
     segments: Vec<SegmentRec>,
     sentences: Vec<Sentence>,
     arena: Vec<(u32, u16)>,
@@ -657,6 +664,7 @@ impl PromptBuilder {
             open_start: 0,
             open_first_sentence: 0,
             open_dirty: false,
+            fed: 0,
             segments: Vec::new(),
             sentences: Vec::new(),
             arena: Vec::new(),
@@ -689,24 +697,37 @@ impl PromptBuilder {
     }
 
     /// Appends decoded text; `text` may be split anywhere (mid-word, mid-sentence) between
-    /// calls. Completed sentences are analysed now (token estimate, terms, risk flags), so
-    /// `finish` does not re-tokenize the text.
+    /// calls. Completed sentences are analysed as soon as [`FEED_BYTES`] of text wait
+    /// (token estimate, terms, risk flags), so `finish` does not re-tokenize the text and
+    /// has at most that much left to read.
     pub fn push_str(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
-        let t0 = (self.clock)();
-        let base = self.text.len();
         self.text.push_str(text);
         self.open_dirty = true;
+        if self.text.len() - self.fed >= FEED_BYTES {
+            let t0 = (self.clock)();
+            self.feed_pending();
+            self.account(t0);
+        }
+    }
+
+    /// Segments and analyses the text pushed since the last call.
+    fn feed_pending(&mut self) {
+        let base = self.fed;
+        if base >= self.text.len() {
+            return;
+        }
         let mut spans = std::mem::take(&mut self.spans);
         spans.clear();
-        self.seg.feed(text, base, &mut spans);
+        self.seg
+            .feed(self.text.get(base..).unwrap_or_default(), base, &mut spans);
+        self.fed = self.text.len();
         for sp in spans.drain(..) {
             self.add_sentence(sp);
         }
         self.spans = spans;
-        self.account(t0);
     }
 
     /// Ends the current segment (one message or content part); the next push starts a new
@@ -722,12 +743,13 @@ impl PromptBuilder {
         self.segments.len()
     }
 
-    /// Number of completed sentences so far.
+    /// Number of completed sentences analysed so far (the last [`FEED_BYTES`] pushed may
+    /// wait until more text comes or the segment ends).
     pub fn sentence_count(&self) -> usize {
         self.sentences.len()
     }
 
-    /// Estimated encoder tokens of the completed sentences so far (at the current ratio).
+    /// Estimated encoder tokens of the sentences analysed so far (at the current ratio).
     pub fn estimated_tokens(&self) -> u32 {
         text::centi_to_tokens(self.total_centi, self.ratio)
     }
@@ -737,7 +759,7 @@ impl PromptBuilder {
         self.text.len()
     }
 
-    /// Risk kinds found so far in completed sentences.
+    /// Risk kinds found so far in the sentences analysed.
     pub fn risk_flags(&self) -> RiskFlags {
         self.risk
     }
@@ -779,6 +801,7 @@ impl PromptBuilder {
     }
 
     fn close_segment(&mut self) {
+        self.feed_pending();
         let end = self.text.len();
         let mut spans = std::mem::take(&mut self.spans);
         spans.clear();

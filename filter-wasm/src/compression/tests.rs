@@ -291,11 +291,20 @@ fn timings_use_the_clock() {
     fn none() -> Option<u64> {
         None
     }
+    // A short push waits for more text and is analysed when its segment ends: two timed
+    // steps.
     let mut b = PromptBuilder::new(&cfg(512)).with_clock(fake);
     b.push_str("One. Two.");
     b.end_segment();
     let r = b.finish(&[0]);
     assert_eq!(r.finish_us, 10);
+    assert_eq!(r.elapsed_us, 20);
+    // A push of `FEED_BYTES` or more is analysed at once: three.
+    let mut b = PromptBuilder::new(&cfg(512)).with_clock(fake);
+    b.push_str(&"One. ".repeat(FEED_BYTES / 5 + 1));
+    assert!(b.sentence_count() > 0);
+    b.end_segment();
+    let r = b.finish(&[0]);
     assert_eq!(r.elapsed_us, 30);
     let mut b = PromptBuilder::new(&cfg(512)).with_clock(none);
     b.push_str("One.");

@@ -610,8 +610,8 @@ pub const FEED_BYTES: usize = 4096;
 
 /// Accumulates a prompt as it streams in and compresses it to a token budget.
 ///
-/// Memory: the pushed text plus about 60 bytes per sentence and 8 bytes per distinct term
-/// occurrence. Time: linear in the pushed text for `push_str` (plus, for prompts of more
+/// Memory: the pushed text plus about 60 bytes per sentence, 8 bytes per distinct term of
+/// each sentence and about 24 bytes per distinct term of the prompt. Time: linear in the pushed text for `push_str` (plus, for prompts of more
 /// than [`CompressionConfig::max_ranked_sentences`] sentences, one bounded pruning step per
 /// half of that many sentences); `finish` ranks at most that many candidates (sparse
 /// similarity graph, bounded neighbours and iterations), so its cost does not grow with the

@@ -1301,7 +1301,7 @@ impl ByteScan {
     fn byte(&mut self, x: u8) {
         let c = ByteSummary::TABLE.get(usize::from(x)).copied().unwrap_or(0);
         self.classes |= c;
-        self.run = self.run.saturating_add(1) * u32::from((c & ByteSummary::B64) >> 5);
+        self.run = self.run.saturating_add(1) * u32::from(c & ByteSummary::B64 != 0);
         self.long |= self.run >= Self::MIN_RUN;
     }
 

@@ -757,7 +757,7 @@ fn stem(w: &[u8]) -> &[u8] {
 /// A reader of text in one pass of [`read_chars`], which decodes each character once for
 /// all the readers of a sentence.
 pub(crate) trait CharSink {
-    /// Up to 8 ASCII letters in a row, as a [`letter_block`] and as written (`raw`); a run
+    /// 1 to 8 ASCII letters in a row, as a [`letter_block`] and as written (`raw`); a run
     /// of more comes in several blocks.
     fn letters(&mut self, block: &LetterBlock, raw: &[u8]);
     /// An ASCII space.
@@ -806,6 +806,9 @@ pub(crate) fn read_chars<S: CharSink>(text: &str, sink: &mut S) {
             loop {
                 let rest = bytes.get(i..).unwrap_or_default();
                 let block = letter_block(rest);
+                if block.len == 0 {
+                    break;
+                }
                 sink.letters(&block, rest.get(..block.len).unwrap_or_default());
                 i += block.len;
                 if block.len < 8 {

@@ -327,6 +327,35 @@ pub struct Scanner {
     failed: Option<ScanError>,
 }
 
+/// The length of the run of string bytes at the start of `rest` that need no attention: up
+/// to the first quote, backslash or control byte (below 0x20), or all of it. Read 8 bytes
+/// at a time (SWAR), as string content is most of a prompt's body.
+fn plain_run(rest: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each zero byte of `v`, exactly (no false hits from borrows).
+    let zero_bytes = |v: u64| !(((v & !HIGH) + !HIGH) | v) & HIGH;
+    let mut n = 0;
+    while let Some(word) = rest.get(n..).and_then(|r| r.first_chunk::<8>()) {
+        let x = u64::from_le_bytes(*word);
+        // Bytes below 0x20: the high bit clear in `x` and in `x + 0x60`.
+        let control = !(x | (x & !HIGH).wrapping_add(ONES * 0x60)) & HIGH;
+        let stop = zero_bytes(x ^ (ONES * u64::from(b'"')))
+            | zero_bytes(x ^ (ONES * u64::from(b'\\')))
+            | control;
+        if stop != 0 {
+            return n + (stop.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + rest
+        .get(n..)
+        .unwrap_or_default()
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(rest.len().saturating_sub(n))
+}
+
 /// Number of bytes a UTF-8 sequence with this lead byte has, or 0 when the
 /// byte cannot start a sequence.
 fn utf8_width(lead: u8) -> usize {
@@ -804,10 +833,7 @@ impl Scanner {
             }
             // A run of plain bytes up to the next quote, backslash or control.
             let rest = chunk.get(i..).unwrap_or_default();
-            let run_len = rest
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(rest.len());
+            let run_len = plain_run(rest);
             let run = rest.get(..run_len).unwrap_or_default();
             let at_chunk_end = run_len == rest.len();
             match std::str::from_utf8(run) {
@@ -969,6 +995,47 @@ impl Scanner {
                     None => Err(self.fail(ScanErrorKind::LoneSurrogate, at).into()),
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_run_stops_where_the_byte_by_byte_scan_does() {
+        let naive = |r: &[u8]| {
+            r.iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(r.len())
+        };
+        // Every byte value at every place of two words, and random mixes.
+        for b in 0..=255u8 {
+            for at in 0..20 {
+                let mut t = b"plain text, no stops!".to_vec();
+                if let Some(slot) = t.get_mut(at) {
+                    *slot = b;
+                }
+                for start in 0..4 {
+                    let r = t.get(start..).unwrap_or_default();
+                    assert_eq!(plain_run(r), naive(r), "{r:?}");
+                }
+            }
+        }
+        let mut x = 0x853c_49e6_748f_ea9b_u64;
+        for _ in 0..20_000 {
+            let t: Vec<u8> = (0..(x % 40))
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    *b"ab \"\\\x1f\x00\x7f\x80\xff ~"
+                        .get((x % 12) as usize)
+                        .unwrap_or(&b'a')
+                })
+                .collect();
+            assert_eq!(plain_run(&t), naive(&t), "{t:?}");
         }
     }
 }

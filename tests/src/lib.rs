@@ -439,6 +439,10 @@ pub struct RouterOptions {
     /// same Envoy without the router (a benchmark baseline). Every request
     /// then takes the default route.
     pub without_filter: bool,
+    /// A wasm module in place of the semroute filter's, under the same filter entry and
+    /// configuration (a benchmark baseline such as the buffered design of
+    /// `filter-wasm/examples/buffered_baseline.rs`).
+    pub wasm_module: Option<PathBuf>,
 }
 
 /// A running router: Envoy, optionally the daemon, and the upstreams.
@@ -520,7 +524,10 @@ impl Router {
 
     fn start_once(upstream_bin: &Path, options: RouterOptions) -> Result<Router, String> {
         let envoy_bin = envoy_bin()?;
-        let wasm = wasm_path()?;
+        let wasm = match &options.wasm_module {
+            Some(path) => require(path.clone(), "the wasm module")?,
+            None => wasm_path()?,
+        };
         let dir = tempfile_dir::TempDir::new("semroute-e2e").map_err(|e| e.to_string())?;
         let yaml = read_envoy_yaml()?;
         let upstreams: Vec<(String, u16)> = upstream_clusters(&yaml)

@@ -29,6 +29,10 @@
 //!   jailbreak, no PII), so the difference to plain Envoy is the filter's
 //!   cost; the filter's own `x-semroute-timing` gives the time from the last
 //!   body byte to the dispatch (`tail`) and its callback time (`filter`).
+//!   A third Envoy runs the buffered design in the filter's place
+//!   (`filter-wasm/examples/buffered_baseline.rs`, built by `make bench`:
+//!   whole body, then `serde_json`, the same compression and the same call),
+//!   so the streaming tail is compared with the buffered one inside V8.
 //!   Two body shapes: one long last user turn (all of it compressed once
 //!   complete) and a long history of ~2 KB turns ending with a short
 //!   question.
@@ -40,13 +44,13 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use semroute_e2e::bench::{
     chat_body, history_body, instant_reply, last_turn_body, quantile, size_name, Prose, QUESTION,
 };
-use semroute_e2e::{default_filter_config, Router, RouterOptions};
+use semroute_e2e::{default_filter_config, target_dir, Router, RouterOptions};
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
 use semroute_proto::v1::{ClassifyRequest, ClassifyResponse};
 use serde_json::{json, Value};
@@ -360,32 +364,74 @@ fn served_by(a: &Answer) -> String {
         .unwrap_or_default()
 }
 
-/// Per size: client latencies (ms) with and without the filter, and the
-/// filter's timings (ms) by name.
+/// Per size: client latencies (ms) with and without the filter (and through the
+/// buffered baseline, when measured), and the timings (ms) by name that the filter and
+/// the baseline report.
 #[derive(Default)]
 struct Sample {
     with: Vec<f64>,
     without: Vec<f64>,
+    buffered: Vec<f64>,
     timings: Vec<(String, f64)>,
+    buffered_timings: Vec<(String, f64)>,
     routed: std::collections::BTreeMap<String, usize>,
     fallbacks: usize,
 }
 
+/// `name`'s values among `timings`.
+fn named(timings: &[(String, f64)], name: &str) -> Vec<f64> {
+    timings
+        .iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, v)| *v)
+        .collect()
+}
+
 impl Sample {
     fn timing(&self, name: &str) -> Vec<f64> {
-        self.timings
-            .iter()
-            .filter(|(n, _)| n == name)
-            .map(|(_, v)| *v)
-            .collect()
+        named(&self.timings, name)
+    }
+
+    fn buffered_timing(&self, name: &str) -> Vec<f64> {
+        named(&self.buffered_timings, name)
     }
 }
 
-/// Sends `body` to both routers alternately: `warmup` untimed pairs, then
-/// up to `requests` timed pairs within `max_seconds`.
+/// The routers a measurement alternates between.
+#[derive(Clone, Copy, PartialEq)]
+enum Target {
+    /// Envoy with the semroute filter.
+    Filter,
+    /// The same Envoy without it.
+    Plain,
+    /// The same Envoy with the buffered baseline module in the filter's place.
+    Buffered,
+}
+
+/// The `x-semroute-timing` entries of `t` pushed onto `out`.
+fn push_timings(out: &mut Vec<(String, f64)>, t: &str) {
+    for name in [
+        "scan",
+        "compress",
+        "daemon",
+        "inference",
+        "tail",
+        "filter",
+        "total",
+    ] {
+        if let Some(v) = timing(t, name) {
+            out.push((name.to_string(), v));
+        }
+    }
+}
+
+/// Sends `body` to the routers in turn (with the filter, without it, and through the
+/// buffered baseline when given): `warmup` untimed rounds, then up to `requests` timed
+/// rounds within `max_seconds`.
 fn measure(
     with: &mut Conn,
     without: &mut Conn,
+    mut buffered: Option<&mut Conn>,
     body: &[u8],
     warmup: usize,
     requests: usize,
@@ -393,18 +439,23 @@ fn measure(
 ) -> Sample {
     let mut s = Sample::default();
     let started = Instant::now();
+    let mut targets = vec![Target::Filter, Target::Plain];
+    if buffered.is_some() {
+        targets.push(Target::Buffered);
+    }
     for i in 0..warmup + requests {
         if i >= warmup && started.elapsed().as_secs_f64() > max_seconds && s.with.len() >= 5 {
             break;
         }
-        // Alternate which router goes first, so drift hits both alike.
-        let order: [bool; 2] = if i % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for filtered in order {
-            let conn = if filtered { &mut *with } else { &mut *without };
+        // Rotate which router goes first, so drift hits all alike.
+        for k in 0..targets.len() {
+            let target = targets[(i + k) % targets.len()];
+            let conn = match (target, buffered.as_deref_mut()) {
+                (Target::Filter, _) => &mut *with,
+                (Target::Plain, _) => &mut *without,
+                (Target::Buffered, Some(b)) => b,
+                (Target::Buffered, None) => continue,
+            };
             let t = Instant::now();
             let a = conn
                 .post("/v1/chat/completions", body)
@@ -414,36 +465,35 @@ fn measure(
                 die(&format!(
                     "status {} from the {} router: {}",
                     a.status,
-                    if filtered { "filtered" } else { "plain" },
+                    match target {
+                        Target::Filter => "filtered",
+                        Target::Plain => "plain",
+                        Target::Buffered => "buffered baseline",
+                    },
                     String::from_utf8_lossy(&a.body)
                 ));
             }
             if i < warmup {
                 continue;
             }
-            if filtered {
-                s.with.push(ms);
-                *s.routed.entry(served_by(&a)).or_default() += 1;
-                if a.header("x-semroute-fallback").is_some() {
-                    s.fallbacks += 1;
-                }
-                if let Some(t) = upstream_timing(&a) {
-                    for name in [
-                        "scan",
-                        "compress",
-                        "daemon",
-                        "inference",
-                        "tail",
-                        "filter",
-                        "total",
-                    ] {
-                        if let Some(v) = timing(&t, name) {
-                            s.timings.push((name.to_string(), v));
-                        }
+            match target {
+                Target::Filter => {
+                    s.with.push(ms);
+                    *s.routed.entry(served_by(&a)).or_default() += 1;
+                    if a.header("x-semroute-fallback").is_some() {
+                        s.fallbacks += 1;
+                    }
+                    if let Some(t) = upstream_timing(&a) {
+                        push_timings(&mut s.timings, &t);
                     }
                 }
-            } else {
-                s.without.push(ms);
+                Target::Plain => s.without.push(ms),
+                Target::Buffered => {
+                    s.buffered.push(ms);
+                    if let Some(t) = upstream_timing(&a) {
+                        push_timings(&mut s.buffered_timings, &t);
+                    }
+                }
             }
         }
     }
@@ -495,6 +545,7 @@ fn overhead(args: &Args) {
         let s = measure(
             &mut with,
             &mut without,
+            None,
             &body,
             args.warmup,
             args.requests,
@@ -540,9 +591,23 @@ fn overhead(args: &Args) {
     }
 }
 
+/// The buffered baseline module (`filter-wasm/examples/buffered_baseline.rs`).
+fn buffered_baseline_wasm() -> PathBuf {
+    let path = target_dir().join("wasm32-wasip1/release/examples/buffered_baseline.wasm");
+    if !path.is_file() {
+        die(&format!(
+            "{} not found: cargo build --release -p semroute-filter --example buffered_baseline \
+             --target wasm32-wasip1 (make bench builds it)",
+            path.display()
+        ));
+    }
+    path
+}
+
 fn filter(args: &Args) {
     eprintln!(
-        "router-bench: starting Envoy with the filter and an instant daemon, and plain Envoy"
+        "router-bench: starting Envoy with the filter, Envoy with the buffered baseline (each \
+         with an instant daemon), and plain Envoy"
     );
     let router = start(RouterOptions {
         daemon: false,
@@ -550,6 +615,13 @@ fn filter(args: &Args) {
         ..Default::default()
     });
     let _daemon = start_instant_daemon(&router.layout.socket);
+    let baseline = start(RouterOptions {
+        daemon: false,
+        filter_config: Some(bench_filter_config()),
+        wasm_module: Some(buffered_baseline_wasm()),
+        ..Default::default()
+    });
+    let _baseline_daemon = start_instant_daemon(&baseline.layout.socket);
     let plain = start(RouterOptions {
         without_filter: true,
         ..Default::default()
@@ -557,6 +629,7 @@ fn filter(args: &Args) {
     let pace = Duration::from_micros(args.pace_us);
     let mut with = Conn::new(router.layout.port, pace);
     let mut without = Conn::new(plain.layout.port, pace);
+    let mut buffered = Conn::new(baseline.layout.port, pace);
     warm_daemon(&mut with);
     let mut rows = Vec::new();
     let shapes: [(&str, MakeBody); 2] = [
@@ -569,6 +642,7 @@ fn filter(args: &Args) {
             let s = measure(
                 &mut with,
                 &mut without,
+                Some(&mut buffered),
                 &body,
                 args.warmup,
                 args.requests,
@@ -616,6 +690,43 @@ fn filter(args: &Args) {
             w / p
         );
     }
+    println!();
+    println!("## The filter against the buffered baseline inside Envoy (same run)");
+    println!();
+    println!(
+        "ms, p50. The buffered baseline is a proxy-wasm module in the filter's place (same V8, \
+         configuration and instant daemon): Envoy buffers the whole body, then at the last \
+         byte it parses it with `serde_json`, compresses the last user turn with the same \
+         compressor and budget, and dispatches the same Classify call \
+         (`filter-wasm/examples/buffered_baseline.rs`). `tail` and `filter` as above, from \
+         each module's `x-semroute-timing`; `client` = client-side latency."
+    );
+    println!();
+    println!("| shape | body | n | tail filter | tail buffered | tail buffered / filter | filter CPU | buffered CPU | client filter | client buffered | client plain |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (shape, bytes, s) in &rows {
+        let (tf, tb) = (
+            quantile(&s.timing("tail"), 0.5),
+            quantile(&s.buffered_timing("tail"), 0.5),
+        );
+        let ratio = if tf > 0.0 {
+            format!("{:.1}x", tb / tf)
+        } else {
+            "dispatched before the last byte".into()
+        };
+        println!(
+            "| {shape} | {} | {} | {} | {} | {ratio} | {} | {} | {} | {} | {} |",
+            size_name(*bytes),
+            s.buffered.len().min(s.with.len()),
+            f2(tf),
+            f2(tb),
+            f2(quantile(&s.timing("filter"), 0.5)),
+            f2(quantile(&s.buffered_timing("filter"), 0.5)),
+            f2(quantile(&s.with, 0.5)),
+            f2(quantile(&s.buffered, 0.5)),
+            f2(quantile(&s.without, 0.5)),
+        );
+    }
     arrival_sweep(args, &mut with, &mut without);
 }
 
@@ -634,6 +745,7 @@ fn arrival_sweep(args: &Args, with: &mut Conn, without: &mut Conn) {
             let s = measure(
                 with,
                 without,
+                None,
                 &body,
                 args.warmup,
                 args.requests,

@@ -9,8 +9,12 @@ use serde_json::{json, Value};
 pub const QUESTION: &str =
     "Given the notes above, what is the derivative of x^3 + 2x with respect to x?";
 
-/// Deterministic prose: sentences over a mixed vocabulary of 48 words (xorshift64 PRNG),
-/// 8 to 21 words each, about one in seven ending a paragraph.
+/// Deterministic prose (xorshift64 PRNG): sentences of 8 to 21 words, about one in seven
+/// ending a paragraph. Two words in five are among 48 common ones; the others come from a
+/// long tail of [`Prose::TAIL`] generated words, rank `r` with probability about
+/// proportional to `1 / (r + 1)` (log-uniform ranks, Zipf's law with exponent 1), so that
+/// as in real text most terms are rare and a few are frequent: the compressor's term
+/// tables grow with the text and its similarity graph has edges.
 pub struct Prose(pub u64);
 
 impl Prose {
@@ -65,6 +69,44 @@ impl Prose {
         "with",
     ];
 
+    /// Words in the generated long tail.
+    pub const TAIL: usize = 4096;
+
+    /// Appends a word: a common one, or one of the long tail (see [`Prose`]).
+    fn push_word(&mut self, out: &mut String, capital: bool) {
+        let start = out.len();
+        if self.next() % 5 < 2 {
+            out.push_str(Self::WORDS[(self.next() % Self::WORDS.len() as u64) as usize]);
+        } else {
+            let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let rank = ((u * ((Self::TAIL + 1) as f64).ln()).exp() as usize).saturating_sub(1);
+            Self::tail_word(rank.min(Self::TAIL - 1), out);
+        }
+        if capital {
+            if let Some(first) = out.get_mut(start..start + 1) {
+                first.make_ascii_uppercase();
+            }
+        }
+    }
+
+    /// Long-tail word `rank`: one consonant-vowel syllable per base-80 digit of
+    /// `rank + 80` (two digits for every rank), and a third syllable for one rank in three;
+    /// distinct ranks give distinct words.
+    fn tail_word(rank: usize, out: &mut String) {
+        const ONSETS: &[u8; 16] = b"bcdfghklmnprstvz";
+        const VOWELS: &[u8; 5] = b"aeiou";
+        let mut syllable = |d: usize| {
+            out.push(char::from(ONSETS[d / 5 % 16]));
+            out.push(char::from(VOWELS[d % 5]));
+        };
+        let x = rank + 80;
+        syllable(x / 80 % 80);
+        syllable(x % 80);
+        if rank.is_multiple_of(3) {
+            syllable(rank / 3 % 80);
+        }
+    }
+
     fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -80,17 +122,10 @@ impl Prose {
         while n < words && out.len() < bytes {
             let len = 8 + (self.next() % 14) as usize;
             for i in 0..len {
-                let w = Self::WORDS[(self.next() % Self::WORDS.len() as u64) as usize];
-                if i == 0 {
-                    let mut c = w.chars();
-                    if let Some(f) = c.next() {
-                        out.extend(f.to_uppercase());
-                        out.push_str(c.as_str());
-                    }
-                } else {
+                if i > 0 {
                     out.push(' ');
-                    out.push_str(w);
                 }
+                self.push_word(&mut out, i == 0);
                 n += 1;
             }
             out.push_str(if matches!(self.next() % 7, 0) {
@@ -194,5 +229,39 @@ pub fn size_name(bytes: usize) -> String {
         format!("{} KiB", bytes / 1024)
     } else {
         format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn tail_words_are_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        for rank in 0..Prose::TAIL {
+            let mut w = String::new();
+            Prose::tail_word(rank, &mut w);
+            assert!(seen.insert(w.clone()), "rank {rank} repeats {w}");
+            assert!(!Prose::WORDS.contains(&w.as_str()));
+        }
+    }
+
+    #[test]
+    fn prose_vocabulary_is_long_tailed() {
+        let text = Prose(1).text(usize::MAX, 256 * 1024);
+        let mut counts: HashMap<String, usize> = HashMap::new();
+        for w in text
+            .split(|c: char| !c.is_ascii_alphabetic())
+            .filter(|w| !w.is_empty())
+        {
+            *counts.entry(w.to_ascii_lowercase()).or_default() += 1;
+        }
+        let once = counts.values().filter(|&&c| c == 1).count();
+        // Thousands of distinct words, many of them seen once, and a few very frequent ones.
+        assert!(counts.len() > 2000, "{} distinct words", counts.len());
+        assert!(once > 100, "{once} words seen once");
+        assert!(counts.values().any(|&c| c > 1000));
     }
 }

@@ -6,6 +6,7 @@
 //!   --input FILE                    plain-text prompt (repeatable; replaces the generated ones)
 //!   --budget N                      token budget (default 512)
 //!   --profile NAME                  default | reference | coding | security | multi_turn
+//!   --max-ranked N                  candidates ranked at the end (default: the configuration's)
 //!   --runs N                        timed runs per prompt, median reported (default 15)
 //!   --chunk BYTES                   push_str chunk size, as body chunks arrive (default 8192)
 //!   --seed N                        generator seed (default 1)
@@ -39,6 +40,7 @@ struct Args {
     inputs: Vec<String>,
     budget: u32,
     profile: Profile,
+    max_ranked: Option<u32>,
     runs: usize,
     chunk: usize,
     seed: u64,
@@ -51,7 +53,7 @@ fn usage(msg: &str) -> ! {
     eprintln!("compression_bench: {msg}");
     eprintln!(
         "usage: compression_bench [--sizes A,B,..] [--input FILE]... [--budget N] \
-         [--profile NAME] [--runs N] [--chunk BYTES] [--seed N] [--emit] [--json] \
+         [--profile NAME] [--max-ranked N] [--runs N] [--chunk BYTES] [--seed N] [--emit] [--json] \
          [--dump-texts DIR]"
     );
     std::process::exit(2)
@@ -63,6 +65,7 @@ fn parse_args() -> Args {
         inputs: Vec::new(),
         budget: 512,
         profile: Profile::Default,
+        max_ranked: None,
         runs: 15,
         chunk: 8192,
         seed: 1,
@@ -90,6 +93,7 @@ fn parse_args() -> Args {
             }
             "--input" => a.inputs.push(val("--input")),
             "--budget" => a.budget = num("--budget", val("--budget")) as u32,
+            "--max-ranked" => a.max_ranked = Some(num("--max-ranked", val("--max-ranked")) as u32),
             "--runs" => a.runs = num("--runs", val("--runs")).max(1) as usize,
             "--chunk" => a.chunk = num("--chunk", val("--chunk")).max(1) as usize,
             "--seed" => a.seed = num("--seed", val("--seed")),
@@ -384,6 +388,9 @@ fn main() {
     let cfg = CompressionConfig {
         budget_tokens: args.budget,
         profile: args.profile,
+        max_ranked_sentences: args
+            .max_ranked
+            .unwrap_or(CompressionConfig::default().max_ranked_sentences),
         ..CompressionConfig::default()
     };
     if let Err(e) = cfg.validate() {

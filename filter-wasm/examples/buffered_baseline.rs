@@ -187,7 +187,7 @@ impl BufferedStream {
         let mut builder = PromptBuilder::new(&self.config.compression);
         builder.push_str(&text);
         builder.end_segment();
-        let compressed = builder.finish(&[]);
+        let compressed = builder.compress_to_budget(&[]);
         self.compress_us = now_us().saturating_sub(t1);
         let auto = v["model"].as_str().is_some_and(|m| self.config.is_auto(m));
         let request = ClassifyRequest {

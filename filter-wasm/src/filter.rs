@@ -506,7 +506,9 @@ impl HttpFilter {
         };
         let mut signals = policy::signals_needed(&self.config, auto);
         let t0 = host.now_us();
-        let builder = extractor.take_prompt_builder();
+        // The builders hold the whole prompt: they are freed when this returns, after the
+        // dispatch, not before it.
+        let mut builder = extractor.take_prompt_builder();
         let count = builder.segment_count();
         // Pin the final segment (typically the question after a pasted
         // document) when the turn has several; a single segment stays
@@ -516,15 +518,16 @@ impl HttpFilter {
         } else {
             Vec::new()
         };
-        let compressed = builder.finish(&pinned);
+        let compressed = builder.compress_to_budget(&pinned);
         // Earlier turns and tool output go to the same budget, their risk-flagged sentences
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
-        let (mut scan_text, mut scan_flagged, scan_risk) = extractor
-            .take_scan_builder()
+        let mut scan_builder = extractor.take_scan_builder();
+        let (mut scan_text, mut scan_flagged, scan_risk) = scan_builder
+            .as_mut()
             .map(|b| {
-                let c = b.finish(&[]);
+                let c = b.compress_to_budget(&[]);
                 (c.text, c.flagged_sentences, c.risk)
             })
             .unwrap_or_default();

@@ -644,6 +644,9 @@ pub struct PromptBuilder {
     /// Candidates for ranking: indices of the sentences that are neither risk-flagged nor
     /// pruned, ascending.
     pool: Vec<u32>,
+    /// Indices of the risk-flagged sentences, ascending (the selection's risk steps read
+    /// these, not every sentence).
+    flagged: Vec<u32>,
     /// Sentences pruned so far.
     pruned: u32,
     clock: Clock,
@@ -676,6 +679,7 @@ impl PromptBuilder {
             risk: RiskFlags::NONE,
             total_centi: 0,
             pool: Vec::new(),
+            flagged: Vec::new(),
             pruned: 0,
             clock: default_clock,
             busy_us: 0,
@@ -766,6 +770,12 @@ impl PromptBuilder {
 
     /// Compresses to the configured budget; see [`PromptBuilder::compress`].
     pub fn finish(mut self, pinned_segments: &[usize]) -> Compressed {
+        self.compress_to_budget(pinned_segments)
+    }
+
+    /// [`PromptBuilder::finish`] that keeps the builder, so that the caller can free it
+    /// (the whole prompt and its tables) where the time does not count, after the dispatch.
+    pub fn compress_to_budget(&mut self, pinned_segments: &[usize]) -> Compressed {
         let budget = self.cfg.budget_tokens;
         self.compress(pinned_segments, budget)
     }
@@ -874,6 +884,8 @@ impl PromptBuilder {
         self.total_centi += u64::from(a.centi);
         if risk.is_empty() {
             self.pool.push(self.sentences.len() as u32);
+        } else {
+            self.flagged.push(self.sentences.len() as u32);
         }
         self.sentences.push(Sentence {
             start: sp.start,
@@ -890,6 +902,13 @@ impl PromptBuilder {
         if self.pool.len() > self.max_ranked() {
             self.prune();
         }
+    }
+
+    /// The risk-flagged sentences with their indices, ascending.
+    fn flagged_sentences(&self) -> impl Iterator<Item = (usize, &Sentence)> + '_ {
+        self.flagged
+            .iter()
+            .filter_map(|&i| Some((i as usize, self.sentences.get(i as usize)?)))
     }
 
     fn max_ranked(&self) -> usize {
@@ -1023,8 +1042,7 @@ impl PromptBuilder {
             out.kept_tokens = out.original_tokens;
             out.kept_tokens_raw = text::centi_to_tokens(self.total_centi, 1.0);
             out.kept_sentences = n as u32;
-            out.risk_flagged_sentences =
-                self.sentences.iter().filter(|s| !s.risk.is_empty()).count() as u32;
+            out.risk_flagged_sentences = self.flagged.len() as u32;
             return (out, (0..n).collect());
         }
 
@@ -1123,10 +1141,8 @@ impl PromptBuilder {
         out.kept_sentences = kept.len() as u32;
         out.overflow = used > budget_centi;
         let flagged = || {
-            self.sentences
-                .iter()
-                .zip(&sel)
-                .filter(|(s, _)| !s.risk.is_empty())
+            self.flagged_sentences()
+                .map(|(i, s)| (s, sel.get(i).unwrap_or(&false)))
         };
         out.risk_flagged_sentences = flagged().filter(|(_, &k)| k).count() as u32;
         let kept_fp: HashSet<u64> = flagged()
@@ -1147,20 +1163,15 @@ impl PromptBuilder {
     /// severity and position. Sentences whose normalised content is already kept or queued are
     /// skipped (repeating a cue does not make it more necessary).
     fn risk_order(&self, sel: &[bool], tier: RiskFlags) -> Vec<usize> {
+        let kept = |i: usize| sel.get(i).copied().unwrap_or(false);
         let mut seen: HashSet<u64> = self
-            .sentences
-            .iter()
-            .zip(sel)
-            .filter(|(s, &k)| k && !s.risk.is_empty())
-            .map(|(s, _)| s.fingerprint)
+            .flagged_sentences()
+            .filter(|&(i, _)| kept(i))
+            .map(|(_, s)| s.fingerprint)
             .collect();
         let flagged: Vec<(usize, &Sentence)> = self
-            .sentences
-            .iter()
-            .enumerate()
-            .zip(sel)
-            .filter(|((_, s), &k)| !k && s.risk.intersects(tier))
-            .map(|(x, _)| x)
+            .flagged_sentences()
+            .filter(|&(i, s)| !kept(i) && s.risk.intersects(tier))
             .collect();
         let mut order = Vec::new();
         let mut queued = vec![false; flagged.len()];
@@ -1255,12 +1266,9 @@ impl PromptBuilder {
         };
         // (anchor, left side, right side)
         let mut anchors: Vec<(usize, Side, Side)> = self
-            .sentences
-            .iter()
-            .enumerate()
-            .zip(sel)
-            .filter(|((_, s), &k)| k && s.risk.intersects(tier))
-            .map(|((i, s), _)| (i, side_for(s), side_for(s)))
+            .flagged_sentences()
+            .filter(|&(i, s)| sel.get(i).copied().unwrap_or(false) && s.risk.intersects(tier))
+            .map(|(i, s)| (i, side_for(s), side_for(s)))
             .filter(|(_, l, _)| !matches!(l, Side::Closed))
             .collect();
         // Sentences `i` and `i + 1` are adjacent for context of this side.
@@ -1312,12 +1320,11 @@ impl PromptBuilder {
         };
         // Exact repeats of kept sentences and flagged sentences left out (they did not fit)
         // are passed over, not queued.
-        let mut seen: HashSet<u64> = self
-            .sentences
+        let mut seen: HashSet<u64> = sel
             .iter()
-            .zip(sel)
+            .enumerate()
             .filter(|(_, &k)| k)
-            .map(|(s, _)| s.fingerprint)
+            .filter_map(|(i, _)| self.sentences.get(i).map(|s| s.fingerprint))
             .collect();
         let mut order = Vec::new();
         // Takes sentence `i` into one side's context: returns the side's new state.

@@ -461,6 +461,8 @@ pub(crate) fn select(inp: &Input<'_>, selected: &mut [bool], budget: u64, p: &Pa
         })
         .collect();
     let mut left = budget;
+    // Candidates met that can no longer be picked, since the last sweep.
+    let mut dead = 0usize;
     while let Some(top) = heap.pop() {
         let i = top.idx as usize;
         let (Some(&c), Some(&fp)) = (inp.centi.get(i), inp.fingerprints.get(i)) else {
@@ -468,6 +470,20 @@ pub(crate) fn select(inp: &Input<'_>, selected: &mut [bool], budget: u64, p: &Pa
         };
         let cost = u64::from(c);
         if cost > left || kept_fp.contains(&fp) {
+            // Once the budget is nearly used, most candidates are too long for what is
+            // left: rather than popping them one by one, sweep them out of the heap once
+            // they are met often (a sweep costs the heap's size, paid for by the pops it
+            // saves). The picks do not change: `left` only falls, and the pop order of the
+            // rest depends only on their scores (`Cand` is totally ordered).
+            dead += 1;
+            if dead >= (heap.len() / 8).max(32) {
+                heap.retain(|c| {
+                    inp.centi
+                        .get(c.idx as usize)
+                        .is_some_and(|&k| u64::from(k) <= left)
+                });
+                dead = 0;
+            }
             continue;
         }
         let cur = Cand {

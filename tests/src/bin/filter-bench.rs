@@ -316,7 +316,7 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
     let mut b = PromptBuilder::new(&config.compression);
     b.push_str(&text);
     b.end_segment();
-    let compressed = b.finish(&[]);
+    let compressed = b.compress_to_budget(&[]);
     let flagged_sentences = compressed
         .flagged_sentences
         .iter()

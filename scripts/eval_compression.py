@@ -113,7 +113,9 @@ def run_jsonl(cmd, rows, **kw):
             done = subprocess.run(cmd, stdin=stdin, capture_output=True, text=True, cwd=ROOT, **kw)
     finally:
         os.remove(path)
-    lines = done.stdout.splitlines()
+    # One JSON line per input: split at "\n" only (`splitlines` also splits at U+2028, U+0085
+    # and others, which JSON writers leave unescaped inside strings).
+    lines = [l for l in done.stdout.split("\n") if l.strip()]
     # `classify` exits with 1 when some input got an `{"error": ...}` line; every input is
     # still answered on its own line.
     if done.returncode not in (0, 1) or len(lines) != len(rows):

@@ -62,7 +62,8 @@ def main():
     t = time.time()
     done = subprocess.run([daemon, "classify", "--signals", "pii", "--input", path], cwd=ROOT,
                           capture_output=True, text=True)
-    out = done.stdout.splitlines()
+    # Split at "\n" only: `splitlines` also splits at U+2028 and U+0085 inside JSON strings.
+    out = [l for l in done.stdout.split("\n") if l.strip()]
     elapsed = time.time() - t
     os.remove(path)
     # Exit status 1: some input got an `{"error": ...}` line; every input is still answered.

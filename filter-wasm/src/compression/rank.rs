@@ -88,8 +88,10 @@ struct Model {
     w: Vec<f32>,
     wr: Vec<Range<usize>>,
     norm: Vec<f32>,
-    /// CSR postings for graph terms: `post_off[t]..post_off[t + 1]` in `post`.
-    post_off: Vec<u32>,
+    /// Postings of graph term `t`: `post[post_start[t]..post_end[t]]`, by ascending
+    /// sentence (an empty range for the other terms).
+    post_start: Vec<u32>,
+    post_end: Vec<u32>,
     post: Vec<(u32, f32)>,
     /// Scratch accumulator, all zero between uses.
     acc: Vec<f32>,
@@ -146,7 +148,8 @@ impl Model {
             w,
             wr,
             norm: Vec::new(),
-            post_off: Vec::new(),
+            post_start: Vec::new(),
+            post_end: Vec::new(),
             post: Vec::new(),
             acc: vec![0.0; n],
             touched: Vec::new(),
@@ -168,11 +171,18 @@ impl Model {
             })
             .collect();
 
-        // Document frequencies within these sentences (the whole prompt's unless pruned).
-        let mut local_df = vec![0u32; inp.df.len()];
+        // Document frequencies within these sentences (the whole prompt's unless pruned),
+        // and their distinct terms: the work below is per term of these sentences, not per
+        // term of the prompt (whose vocabulary grows with its length).
+        let vocab = inp.df.len();
+        let mut local_df = vec![0u32; vocab];
+        let mut terms: Vec<u32> = Vec::new();
         for r in inp.ranges {
             for &(t, _) in slice(inp.arena, r.clone()) {
                 if let Some(d) = local_df.get_mut(t as usize) {
+                    if *d == 0 {
+                        terms.push(t);
+                    }
                     *d += 1;
                 }
             }
@@ -186,34 +196,40 @@ impl Model {
                 0
             }
         };
-        let mut post_off = Vec::with_capacity(inp.df.len() + 1);
+        // Each graph term's postings get a range of `post`; `post_end` is its fill cursor.
+        let mut post_start = vec![0u32; vocab];
+        let mut post_end = vec![0u32; vocab];
         let mut total = 0u32;
-        post_off.push(0);
-        for t in 0..inp.df.len() {
-            total = total.saturating_add(graph_df(t as u32));
-            post_off.push(total);
+        for &t in &terms {
+            let d = graph_df(t);
+            if let (true, Some(a), Some(b)) = (
+                d > 0,
+                post_start.get_mut(t as usize),
+                post_end.get_mut(t as usize),
+            ) {
+                *a = total;
+                *b = total;
+                total = total.saturating_add(d);
+            }
         }
         let mut post = vec![(0u32, 0f32); total as usize];
-        let mut fill = post_off.clone();
         for (s, (r, rw)) in inp.ranges.iter().zip(wr).enumerate() {
             let terms = slice(inp.arena, r.clone());
             for (&(t, _), &wk) in terms.iter().zip(slice(w, rw.clone())) {
                 if graph_df(t) == 0 {
                     continue;
                 }
-                let t = t as usize;
-                if let (Some(cur), Some(&end)) = (fill.get_mut(t), post_off.get(t + 1)) {
-                    if *cur < end {
-                        if let Some(slot) = post.get_mut(*cur as usize) {
-                            *slot = (s as u32, wk);
-                        }
+                if let Some(cur) = post_end.get_mut(t as usize) {
+                    if let Some(slot) = post.get_mut(*cur as usize) {
+                        *slot = (s as u32, wk);
                         *cur += 1;
                     }
                 }
             }
         }
         self.norm = norm;
-        self.post_off = post_off;
+        self.post_start = post_start;
+        self.post_end = post_end;
         self.post = post;
     }
 
@@ -225,7 +241,7 @@ impl Model {
         let rw = self.wr.get(i).cloned().unwrap_or(0..0);
         for (&(t, _), &wi) in slice(inp.arena, r).iter().zip(slice(&self.w, rw)) {
             let t = t as usize;
-            let (Some(&a), Some(&b)) = (self.post_off.get(t), self.post_off.get(t + 1)) else {
+            let (Some(&a), Some(&b)) = (self.post_start.get(t), self.post_end.get(t)) else {
                 continue;
             };
             for &(j, wj) in slice(&self.post, a as usize..b as usize) {

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p semroute-e2e --bin filter-bench -- [options]
-//!   --sizes 2048,65536,524288,1048576   body sizes in bytes
+//!   --sizes 2048,65536,524288,1048576,4194304   body sizes in bytes
 //!   --chunk BYTES                       body chunk size (default 16384, Envoy's usual read size)
 //!   --runs N                            timed requests per size, after 2 warm-up runs (default 40)
 //!   --max-seconds S                     stop a size early after S seconds of runs (default 20)
@@ -68,7 +68,7 @@ fn usage(msg: &str) -> ! {
 
 fn parse_args() -> Args {
     let mut a = Args {
-        sizes: vec![2048, 65536, 524_288, 1_048_576],
+        sizes: vec![2048, 65536, 524_288, 1_048_576, 4_194_304],
         chunk: 16384,
         runs: 40,
         max_seconds: 20.0,

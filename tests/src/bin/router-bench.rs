@@ -7,7 +7,7 @@
 //!   --requests N                 timed requests per size and router (default 30)
 //!   --warmup N                   untimed requests per size and router first (default 3)
 //!   --tokens 100,500,2000,8000   prompt sizes of the overhead table, in tokens
-//!   --bytes 2048,65536,524288,1048576   body sizes of the filter table, in bytes
+//!   --bytes 2048,65536,524288,1048576,4194304   body sizes of the filter table, in bytes
 //!   --max-seconds S              stop a size early after S seconds (default 40)
 //!   --pace-us N                  filter table: pause N µs after each 16 KiB of body
 //!                                (default 200), so Envoy sees the body arrive in
@@ -94,7 +94,7 @@ fn parse_args() -> Args {
         requests: 30,
         warmup: 3,
         tokens: vec![100, 500, 2000, 8000],
-        bytes: vec![2048, 65536, 524_288, 1_048_576],
+        bytes: vec![2048, 65536, 524_288, 1_048_576, 4_194_304],
         max_seconds: 40.0,
         pace_us: 200,
         sweep_pace_us: vec![1000, 4000],

@@ -210,7 +210,7 @@ pub struct CompressionConfig {
     /// cut at the next whitespace, whitespace-free runs after a third of it.
     pub max_sentence_bytes: u32,
     /// Candidate sentences ranked when the prompt is complete, at most; 64..=65536 (default
-    /// 2048, about 45K tokens of prose). A longer prompt is pruned while it streams in:
+    /// 1024, about 22K tokens of prose). A longer prompt is pruned while it streams in:
     /// whenever more candidates than this have arrived, the first eighth of the prompt and
     /// the newest quarter stay, and of the candidates in between only an eighth of the cap
     /// is kept, the best by TF-IDF among what has arrived (TextRank joins in the final
@@ -223,9 +223,10 @@ pub struct CompressionConfig {
     /// --mode filter` (last body byte to dispatch inside Envoy, p50, long-tailed prose of
     /// 512 KiB / 1 MiB / 4 MiB) and `scripts/eval_compression.py --signals domain
     /// --per-cell 6` (domain agreement with the whole prompt, 72 prompts of 2K-32K
-    /// tokens): 2048: 2.7 / 3.7 / 2.9 ms, 0.972; 1024: 1.7 / 1.8 / 1.3 ms, 0.944; 512:
-    /// 1.3 / 1.2 / 1.2 ms, 0.944 (the lost agreements are prompts of the MMLU-Pro "other"
-    /// category, whose whole-prompt label itself has a confidence of 0.6-0.7).
+    /// tokens): 2048: 2.7 / 3.7 / 2.9 ms, 0.972; 1024 (the default): 1.7 / 1.8 / 1.3 ms,
+    /// 0.958; 512: 1.3 / 1.2 / 1.2 ms, 0.944 (the lost agreements are prompts of the
+    /// MMLU-Pro "other" category, whose whole-prompt label itself has a confidence of
+    /// 0.6-0.7).
     pub max_ranked_sentences: u32,
 }
 
@@ -249,7 +250,7 @@ impl Default for CompressionConfig {
             risk_context_tokens: 160,
             pii_context_tokens: 48,
             max_sentence_bytes: 480,
-            max_ranked_sentences: 2048,
+            max_ranked_sentences: 1024,
         }
     }
 }

@@ -33,10 +33,11 @@ use prost::Message;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
+use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::policy::signals_needed;
-use semroute_filter::prompt::PromptBuilder;
-use semroute_proto::v1::{ClassifyRequest, Reduction, TextSpan};
+use semroute_filter::prompt::{reduction, text_spans, PromptBuilder};
+use semroute_proto::v1::ClassifyRequest;
 use semroute_proto::{CLASSIFIER_SERVICE, CLASSIFY_METHOD};
 use serde_json::Value;
 
@@ -124,47 +125,6 @@ enum Failure {
     Host(String),
 }
 
-/// The text of the last user message: string content, or text parts joined by blank lines.
-fn last_user_text(v: &Value) -> String {
-    let Some(m) = v["messages"]
-        .as_array()
-        .and_then(|ms| ms.iter().rev().find(|m| m["role"] == "user"))
-    else {
-        return String::new();
-    };
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-        _ => String::new(),
-    }
-}
-
-/// The earlier user turns' string contents joined by blank lines, at most `limit` bytes.
-fn earlier_user_text(v: &Value, limit: usize) -> String {
-    let mut out = String::new();
-    let users: Vec<&Value> = v["messages"]
-        .as_array()
-        .map(|ms| ms.iter().filter(|m| m["role"] == "user").collect())
-        .unwrap_or_default();
-    for m in users.iter().take(users.len().saturating_sub(1)) {
-        let Some(s) = m["content"].as_str() else {
-            continue;
-        };
-        if out.len() + s.len() + 2 > limit {
-            break;
-        }
-        if !out.is_empty() {
-            out.push_str("\n\n");
-        }
-        out.push_str(s);
-    }
-    out
-}
-
 impl BufferedStream {
     /// Parses the buffered body, compresses and dispatches `Classify` (the request then
     /// waits for its reply).
@@ -192,23 +152,11 @@ impl BufferedStream {
         let auto = v["model"].as_str().is_some_and(|m| self.config.is_auto(m));
         let request = ClassifyRequest {
             request_id: String::new(),
+            reduction: Some(reduction(&compressed)),
+            flagged_sentences: text_spans(&compressed.flagged_sentences),
             text: compressed.text.into_bytes(),
             signals: signals_needed(&self.config, auto),
-            reduction: Some(Reduction {
-                original_tokens: compressed.original_tokens,
-                kept_tokens: compressed.kept_tokens,
-                original_bytes: compressed.original_bytes,
-                compressed: compressed.compressed,
-            }),
             scan_text: scan_text.into_bytes(),
-            flagged_sentences: compressed
-                .flagged_sentences
-                .iter()
-                .map(|r| TextSpan {
-                    start: r.start as u32,
-                    end: r.end as u32,
-                })
-                .collect(),
             scan_flagged_sentences: Vec::new(),
         };
         hostcalls::dispatch_grpc_call(

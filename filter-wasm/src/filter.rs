@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use prost::Message;
 use semroute_proto::signal;
-use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Reduction, TextSpan, Timings};
+use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Timings};
 use thiserror::Error;
 
 use crate::compression::SCORED_ALONE;
@@ -42,7 +42,7 @@ use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
-use crate::prompt::TokenCalibration;
+use crate::prompt::{reduction, text_spans, TokenCalibration};
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
 use crate::request_path;
 
@@ -175,18 +175,6 @@ pub struct HttpFilter {
 /// characters or spaces.
 /// Byte ranges as `ClassifyRequest` spans (ranges past `u32` are left out: the daemon's
 /// byte limit is far below).
-fn text_spans(ranges: &[std::ops::Range<usize>]) -> Vec<TextSpan> {
-    ranges
-        .iter()
-        .filter_map(|r| {
-            Some(TextSpan {
-                start: u32::try_from(r.start).ok()?,
-                end: u32::try_from(r.end).ok()?,
-            })
-        })
-        .collect()
-}
-
 fn header_value_ok(v: &str) -> bool {
     !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x20..0x7f).contains(&b))
 }
@@ -535,6 +523,7 @@ impl HttpFilter {
         facts.jailbreak_cue = self.jailbreak_cue;
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
+        let reduction = reduction(&compressed);
         let mut text = compressed.text;
         let mut flagged = compressed.flagged_sentences;
         if text.trim().is_empty() {
@@ -552,12 +541,7 @@ impl HttpFilter {
             request_id: self.request_id.clone(),
             text: text.into_bytes(),
             signals,
-            reduction: Some(Reduction {
-                original_tokens: compressed.original_tokens,
-                kept_tokens: compressed.kept_tokens,
-                original_bytes: compressed.original_bytes,
-                compressed: compressed.compressed,
-            }),
+            reduction: Some(reduction),
             scan_text: scan_text.into_bytes(),
             flagged_sentences: text_spans(&flagged),
             scan_flagged_sentences: text_spans(&scan_flagged),

@@ -6,6 +6,7 @@
 //! - [`config`]: the validated filter configuration;
 //! - [`policy`]: routing, jailbreak and PII decisions;
 //! - [`error_response`]: OpenAI-style error replies;
+//! - [`buffered`]: the buffered design's extraction (`serde_json`), the benchmarks' baseline;
 //! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait;
 //! - [`header_map`]: the proxy-wasm header map serialisation.
 //!
@@ -14,6 +15,7 @@
 //! that worker, so the filter's own modules deny `unwrap`, `expect`, indexing and
 //! explicit panics.
 
+pub mod buffered;
 pub mod compression;
 pub mod config;
 pub mod error_response;

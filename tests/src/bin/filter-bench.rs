@@ -47,10 +47,11 @@ use std::time::{Duration, Instant};
 use prost::Message;
 use semroute_e2e::bench::{history_body, instant_reply, last_turn_body, quantile, size_name};
 use semroute_e2e::default_filter_config;
+use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
-use semroute_filter::prompt::{PromptBuilder, TokenCalibration};
-use semroute_proto::v1::{ClassifyRequest, Reduction, TextSpan};
+use semroute_filter::prompt::{reduction, text_spans, PromptBuilder, TokenCalibration};
+use semroute_proto::v1::ClassifyRequest;
 use serde_json::Value;
 
 struct Args {
@@ -317,26 +318,13 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
     b.push_str(&text);
     b.end_segment();
     let compressed = b.compress_to_budget(&[]);
-    let flagged_sentences = compressed
-        .flagged_sentences
-        .iter()
-        .map(|r| TextSpan {
-            start: r.start as u32,
-            end: r.end as u32,
-        })
-        .collect();
     let request = ClassifyRequest {
         request_id: "bench".into(),
+        reduction: Some(reduction(&compressed)),
+        flagged_sentences: text_spans(&compressed.flagged_sentences),
         text: compressed.text.into_bytes(),
         signals: vec!["domain".into(), "jailbreak".into(), "pii".into()],
-        reduction: Some(Reduction {
-            original_tokens: compressed.original_tokens,
-            kept_tokens: compressed.kept_tokens,
-            original_bytes: compressed.original_bytes,
-            compressed: compressed.compressed,
-        }),
         scan_text: scan_text.into_bytes(),
-        flagged_sentences,
         scan_flagged_sentences: Vec::new(),
     }
     .encode_to_vec();
@@ -344,47 +332,6 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
     std::hint::black_box(request);
     cpu += built;
     (micros(built), micros(cpu), micros(parsed))
-}
-
-/// Earlier user turns' string contents joined by blank lines, at most
-/// `limit` bytes (what the filter sends as scan text).
-fn earlier_user_text(v: &Value, limit: usize) -> String {
-    let mut out = String::new();
-    let Some(messages) = v["messages"].as_array() else {
-        return out;
-    };
-    let users: Vec<&Value> = messages.iter().filter(|m| m["role"] == "user").collect();
-    for m in users.iter().take(users.len().saturating_sub(1)) {
-        if let Some(s) = m["content"].as_str() {
-            if out.len() + s.len() + 2 > limit {
-                break;
-            }
-            if !out.is_empty() {
-                out.push_str("\n\n");
-            }
-            out.push_str(s);
-        }
-    }
-    out
-}
-
-/// The last user message's text (string content or text parts).
-fn last_user_text(v: &Value) -> String {
-    let Some(messages) = v["messages"].as_array() else {
-        return String::new();
-    };
-    let Some(m) = messages.iter().rev().find(|m| m["role"] == "user") else {
-        return String::new();
-    };
-    match &m["content"] {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n\n"),
-        _ => String::new(),
-    }
 }
 
 fn micros(d: Duration) -> f64 {

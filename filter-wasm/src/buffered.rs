@@ -3,16 +3,6 @@
 //! streaming filter is measured against, natively by `filter-bench` and inside Envoy by
 //! `examples/buffered_baseline.rs`, so that both measure the same work.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 use serde_json::Value;
 
 /// The `messages` of a chat body whose `role` is `user`, in order.

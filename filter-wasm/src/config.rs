@@ -11,16 +11,6 @@
 //! { "default_model": "general-model" }
 //! ```
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 use serde::Deserialize;
 use thiserror::Error;
 

@@ -1,16 +1,6 @@
 //! Local replies in the OpenAI error format:
 //! `{"error":{"message":"...","type":"...","code":"..."}}`.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 use serde::Serialize;
 
 /// A local reply the filter sends instead of forwarding the request.

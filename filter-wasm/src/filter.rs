@@ -18,16 +18,6 @@
 //!    once; a route is applied once the body is complete: route headers,
 //!    `model` spliced into the body, `content-length` corrected, resume.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;

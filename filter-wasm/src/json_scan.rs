@@ -22,16 +22,6 @@
 //! on chunking and escapes; concatenate them) and [`Event::StringEnd`]. Object
 //! keys are decoded and reported whole as [`Event::Key`].
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 use thiserror::Error;
 
 /// Longest object key, in decoded UTF-8 bytes, that is reported by name.

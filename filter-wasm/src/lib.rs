@@ -12,8 +12,18 @@
 //!
 //! `shim` is the thin layer that talks to the proxy-wasm host (compiled only
 //! for `wasm32`). A panic in a wasm filter kills the VM for every request on
-//! that worker, so the filter's own modules deny `unwrap`, `expect`, indexing and
-//! explicit panics.
+//! that worker, so the crate denies `unwrap`, `expect`, indexing and explicit
+//! panics outside its tests.
+
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::panic
+    )
+)]
 
 pub mod buffered;
 pub mod compression;

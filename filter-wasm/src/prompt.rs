@@ -2,16 +2,6 @@
 //! module's incremental [`PromptBuilder`], and how its result goes into a
 //! `Classify` request.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 pub use crate::compression::{Compressed, CompressionConfig, PromptBuilder, TokenCalibration};
 
 use semroute_proto::v1::{Reduction, TextSpan};

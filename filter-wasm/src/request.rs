@@ -26,16 +26,6 @@
 //! content part that is not an object, a part `text` that is not a string.
 //! Other unknown fields are skipped (the scanner still validates them).
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 use thiserror::Error;
 
 use crate::json_scan::{Event, Sink};

@@ -9,16 +9,6 @@
 //! canonical form (RFC 3986 section 6.2.2: case, percent-encoding and path-segment
 //! normalization), lowercased.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 /// `path` (the `:path` header, query and fragment included or not) in canonical
 /// form: query and fragment cut, percent-escapes decoded once (an invalid escape
 /// is kept as written; decoded bytes that are not UTF-8 are replaced), repeated

@@ -27,16 +27,6 @@
 //! without the tokenizer (see `text`); a ratio learned from the daemon's reported
 //! `input_tokens` ([`TokenCalibration`]) corrects the estimate over time.
 
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::indexing_slicing,
-        clippy::panic
-    )
-)]
-
 mod lexicon;
 mod rank;
 pub mod risk;

@@ -213,10 +213,12 @@ pub struct CompressionConfig {
     /// --mode filter` (last body byte to dispatch inside Envoy, p50, long-tailed prose of
     /// 512 KiB / 1 MiB / 4 MiB) and `scripts/eval_compression.py --signals domain
     /// --per-cell 6` (domain agreement with the whole prompt, 72 prompts of 2K-32K
-    /// tokens): 2048: 2.7 / 3.7 / 2.9 ms, 0.972; 1024 (the default): 1.7 / 1.8 / 1.3 ms,
-    /// 0.958; 512: 1.3 / 1.2 / 1.2 ms, 0.944 (the lost agreements are prompts of the
-    /// MMLU-Pro "other" category, whose whole-prompt label itself has a confidence of
-    /// 0.6-0.7).
+    /// tokens), with the earlier similarity graph whose term bound grew as `2 sqrt(N)`:
+    /// 2048: 2.7 / 3.7 / 2.9 ms, 0.972; 1024: 1.7 / 1.8 / 1.3 ms, 0.958; 512: 1.3 / 1.2 /
+    /// 1.2 ms, 0.944 (the lost agreements are prompts of the MMLU-Pro "other" category,
+    /// whose whole-prompt label itself has a confidence of 0.6-0.7). With the graph's term
+    /// bound fixed at 16 sentences (`rank::GRAPH_TERM_MAX_SENTENCES`), 1024 (the default)
+    /// gives 0.95 / 1.03 / 1.08 ms and 0.972.
     pub max_ranked_sentences: u32,
 }
 

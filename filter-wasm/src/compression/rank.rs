@@ -6,9 +6,9 @@
 //!
 //! - **TextRank** (Mihalcea and Tarau, 2004): PageRank (damping 0.85, Brin and Page 1998)
 //!   over a sentence graph weighted by TF-IDF cosine similarity. The graph is sparse: edges
-//!   come from an inverted index over terms, terms in more than `max(16, 2 sqrt(N))`
-//!   sentences are left out of it (their IDF is low anyway), and each sentence keeps only
-//!   its `max_neighbors` most similar neighbours. Iteration stops when the L1 change falls
+//!   come from an inverted index over terms, terms in more than
+//!   [`GRAPH_TERM_MAX_SENTENCES`] of the ranked sentences are left out of it (their IDF is
+//!   low anyway), and each sentence keeps only its `max_neighbors` most similar neighbours. Iteration stops when the L1 change falls
 //!   under `tolerance` or after `max_iterations`.
 //! - **Position**: a U-shaped curve over the sentence's relative position `p` in `[0, 1]`,
 //!   `1 - depth * 4p(1 - p)`, so the start (primacy) and the end (recency) weigh most and
@@ -63,6 +63,21 @@ pub(crate) struct Input<'a> {
     /// again (exact repeats add nothing).
     pub fingerprints: &'a [u64],
 }
+
+/// A term links sentences in the TextRank graph only if it occurs in at most this many of
+/// the ranked sentences (and in two at least).
+///
+/// Each sentence's similarities cost one pass over the postings of its graph terms, so the
+/// graph costs at most `N * terms per sentence * 16` steps: linear in the `N` sentences
+/// ranked. The bound used to grow as `max(16, 2 sqrt(N))`, which made the graph grow as
+/// `N^1.5` and the largest part of the work left after the last body byte (issue 4).
+/// Measured when it was fixed at 16 (`compression_bench`, native, `finish` of generated
+/// prose of 32K / 128K / 256K tokens, about 950 / 520 / 950 candidates ranked): 1.17 /
+/// 1.04 / 1.08 ms before, 0.37 / 0.43 / 0.60 ms after; domain agreement on the long-prompt
+/// eval (`scripts/eval_compression.py --signals domain --per-cell 6`) 69/72 before, 70/72
+/// after. A term in more than 16 of about a thousand sentences is a common word of the
+/// prompt, whose weight (`idf`) is low.
+pub(crate) const GRAPH_TERM_MAX_SENTENCES: u32 = 16;
 
 /// `v[r]`, or an empty slice when `r` is out of bounds.
 fn slice<T>(v: &[T], r: Range<usize>) -> &[T] {
@@ -158,7 +173,6 @@ impl Model {
 
     /// Adds the sentence norms and the postings of the graph terms to a weights-only model.
     fn index(&mut self, inp: &Input<'_>) {
-        let nf = inp.ranges.len() as f32;
         let (w, wr) = (&self.w, &self.wr);
         let norm: Vec<f32> = wr
             .iter()
@@ -187,7 +201,7 @@ impl Model {
                 }
             }
         }
-        let cap = 16u32.max((2.0 * nf.sqrt()) as u32);
+        let cap = GRAPH_TERM_MAX_SENTENCES;
         let graph_df = |t: u32| {
             let d = local_df.get(t as usize).copied().unwrap_or(0);
             if (2..=cap).contains(&d) {

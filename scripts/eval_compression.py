@@ -277,6 +277,7 @@ def main():
     print()
     print("| length (tokens) | kept tokens (median) | domain agreement | domain accuracy vs category: whole / compressed | jailbreak agreement | jailbreak accuracy vs label: whole / compressed | PII routing agreement | PII routing accuracy vs label: whole / compressed | PII recall, planted text | PII recall, planted, types the policy acts on | same, overlap match | planted entity text kept | PII recall, whole prompt | full truncated |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    jb_split = []
     for length in lengths:
         dom = [results[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         jb = [results[i] for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
@@ -328,9 +329,30 @@ def main():
                         a_total += 1
                         a_found += hit
                         o_found += overlapped(fb[e["start"]:e["end"]])
+        # Jailbreak disagreements, split by which decision matches the planted text's label.
+        comp_right = sum(((s["jailbreak"]["score"] > JB_THRESHOLD) == l) and ((f["jailbreak"]["score"] > JB_THRESHOLD) != l)
+                         for (f, s), l in zip(jb, labels))
+        whole_right = sum(((f["jailbreak"]["score"] > JB_THRESHOLD) == l) and ((s["jailbreak"]["score"] > JB_THRESHOLD) != l)
+                          for (f, s), l in zip(jb, labels))
+        whole_ok = [(f, s) for (f, s), l in zip(jb, labels) if (f["jailbreak"]["score"] > JB_THRESHOLD) == l]
+        ok_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in whole_ok)
+        if jb:
+            jb_split.append((length, len(jb), comp_right, whole_right, ok_agree, len(whole_ok)))
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)
         print(f"| {length} | {kept[len(kept) // 2]} | {d_agree:.3f} ({len(dom)}) | {d_full:.3f} / {d_comp:.3f} | {j_agree:.3f} ({len(jb)}) | {j_full:.3f} / {j_comp:.3f} | "
               f"{routing_agree / max(len(pi), 1):.3f} ({len(pi)}) | {r_full:.3f} / {r_comp:.3f} | {p_found / max(p_total, 1):.3f} ({p_total}) | {a_found / max(a_total, 1):.3f} ({a_total}) | {o_found / max(a_total, 1):.3f} | {p_text / max(p_total, 1):.3f} | {found / max(total, 1):.3f} ({total}) | {trunc} |")
+    if jb_split:
+        print()
+        print("Jailbreak decisions that differ, by the one that matches the planted text's label "
+              "(a whole prompt's decision can be wrong where the compressed one is right: its "
+              "windows mix the planted text with filler), and agreement on the prompts whose "
+              "whole-prompt decision is right:")
+        print()
+        print("| length (tokens) | prompts | differ | compressed right | whole right | agreement where the whole prompt is right |")
+        print("|---|---|---|---|---|---|")
+        for length, n, c_right, w_right, ok_agree, ok_n in jb_split:
+            print(f"| {length} | {n} | {c_right + w_right} | {c_right} | {w_right} | {ok_agree / max(ok_n, 1):.3f} ({ok_agree}/{ok_n}) |")
+        print()
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
             for i, c in enumerate(cases):

@@ -452,8 +452,9 @@ impl Engine {
             let hidden = encoder.hidden;
             let mut domain_sum: Vec<(Vec<f32>, f32)> =
                 inputs.iter().map(|_| (vec![0f32; hidden], 0.0)).collect();
-            // Per request: the job of its best jailbreak window.
+            // Per request: the job of its best jailbreak window; per job: its jailbreak score.
             let mut best: Vec<Option<usize>> = vec![None; inputs.len()];
+            let mut job_score: Vec<f32> = vec![f32::NAN; jobs.len()];
             for (j, (job, emb)) in jobs.iter().zip(&embeddings).enumerate() {
                 let input = &inputs[job.req];
                 if job.part == Part::Text && !job.jailbreak_only && input.signals.domain {
@@ -465,6 +466,9 @@ impl Engine {
                 if input.signals.jailbreak {
                     if let SequenceModel::Head(h) = &self.jailbreak {
                         let score = head_score(h, emb.clone(), self.jailbreak_positive);
+                        if let Some(x) = job_score.get_mut(j) {
+                            *x = score;
+                        }
                         let out = outputs[job.req].jailbreak.get_or_insert(JailbreakOutput {
                             score: -1.0,
                             windows: 0,
@@ -479,8 +483,8 @@ impl Engine {
                     }
                 }
             }
-            // The sentences of each suspicious best window, each alone
-            // (`limits.jailbreak_sentences_from`): one more encoder pass, for those only.
+            // The sentences of each request's suspicious windows (`windows_to_refine`), each
+            // alone: one more encoder pass, for those only.
             struct SentenceJob {
                 req: usize,
                 part: Part,
@@ -490,24 +494,46 @@ impl Engine {
             let mut sentence_jobs: Vec<SentenceJob> = Vec::new();
             if let SequenceModel::Head(_) = &self.jailbreak {
                 let from = self.limits.jailbreak_sentences_from;
-                for (req, j) in best.iter().enumerate() {
-                    let Some(job) = j.and_then(|j| jobs.get(j)) else {
+                // Per request: (job, score, holds a flagged sentence) of its windows.
+                let mut windows: Vec<Vec<(usize, f32, bool)>> = vec![Vec::new(); inputs.len()];
+                for (j, job) in jobs.iter().enumerate() {
+                    let Some(&score) = job_score.get(j).filter(|s| !s.is_nan()) else {
                         continue;
                     };
-                    let score = outputs[req].jailbreak.as_ref().map_or(0.0, |o| o.score);
-                    if score < from || score >= 1.0 {
-                        continue;
-                    }
-                    let Some((tok, text)) = toks.get(job.tok) else {
-                        continue;
-                    };
-                    for r in window_sentences(tok, text, job.range.clone(), MAX_WINDOW_SENTENCES) {
-                        sentence_jobs.push(SentenceJob {
-                            req,
-                            part: job.part,
-                            span: byte_span(tok, r.clone(), text.len()),
-                            ids: tok.ids[r].to_vec(),
-                        });
+                    let holds_flagged = !job.jailbreak_only
+                        && inputs[job.req]
+                            .flagged(job.part)
+                            .any(|(r, _)| r.start < job.span.1 && job.span.0 < r.end);
+                    windows[job.req].push((j, score, holds_flagged));
+                }
+                let refine: Vec<Vec<usize>> = windows
+                    .iter()
+                    .zip(&best)
+                    .map(|(w, &b)| windows_to_refine(b, w, from))
+                    .collect();
+                let mut seen: HashSet<(usize, Part, (usize, usize))> = HashSet::new();
+                for (req, windows) in refine.iter().enumerate() {
+                    for &j in windows {
+                        let Some(job) = jobs.get(j) else {
+                            continue;
+                        };
+                        let Some((tok, text)) = toks.get(job.tok) else {
+                            continue;
+                        };
+                        for r in
+                            window_sentences(tok, text, job.range.clone(), MAX_WINDOW_SENTENCES)
+                        {
+                            let span = byte_span(tok, r.clone(), text.len());
+                            if !seen.insert((req, job.part, span)) {
+                                continue;
+                            }
+                            sentence_jobs.push(SentenceJob {
+                                req,
+                                part: job.part,
+                                span,
+                                ids: tok.ids[r].to_vec(),
+                            });
+                        }
                     }
                 }
             }
@@ -1026,8 +1052,36 @@ fn flagged_pieces(
     out
 }
 
-/// Most sentences scored per request by `limits.jailbreak_sentences_from`.
+/// Most sentences scored per window refined by `limits.jailbreak_sentences_from`.
 const MAX_WINDOW_SENTENCES: usize = 24;
+
+/// Most windows per request whose sentences are scored alone: the best window and those
+/// holding a flagged sentence (see [`windows_to_refine`]).
+const MAX_REFINED_WINDOWS: usize = 4;
+
+/// The windows of one request whose sentences the jailbreak signal scores alone, best
+/// first. `windows` are the request's windows as `(job, score, holds a flagged sentence)`
+/// and `best` the job of the highest score. A window qualifies when its score is in
+/// `[from, 1)` (`limits.jailbreak_sentences_from`): the best one, then the others that hold
+/// a sentence the filter flagged, by score (a persona or fiction setup spreads over
+/// sentences the filter does not flag, and in a long text a window of other text can
+/// score higher than the one holding it); at most [`MAX_REFINED_WINDOWS`].
+fn windows_to_refine(best: Option<usize>, windows: &[(usize, f32, bool)], from: f32) -> Vec<usize> {
+    let suspicious = |s: f32| s >= from && s < 1.0;
+    let mut out: Vec<usize> = best
+        .filter(|&b| windows.iter().any(|&(j, s, _)| j == b && suspicious(s)))
+        .into_iter()
+        .collect();
+    let mut rest: Vec<(usize, f32)> = windows
+        .iter()
+        .filter(|&&(j, s, flagged)| flagged && Some(j) != best && suspicious(s))
+        .map(|&(j, s, _)| (j, s))
+        .collect();
+    rest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out.extend(rest.into_iter().map(|(j, _)| j));
+    out.truncate(MAX_REFINED_WINDOWS);
+    out
+}
 
 /// The token ranges, within window `w` of `tok` (offsets into `text`), of its sentences, at
 /// most `max` of them; none when the window is one sentence. A sentence ends after a token
@@ -1164,6 +1218,34 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refined_windows_are_the_best_then_the_flagged_ones_by_score() {
+        // (job, score, holds a flagged sentence)
+        let windows = [
+            (0, 0.40, false),
+            (1, 0.72, false), // best
+            (2, 0.55, true),
+            (3, 0.65, true),
+            (4, 0.20, true),  // under `from`
+            (5, 0.70, false), // suspicious, nothing flagged
+        ];
+        assert_eq!(windows_to_refine(Some(1), &windows, 0.3), vec![1, 3, 2]);
+        // The best window holding the flagged sentence is refined once.
+        assert_eq!(windows_to_refine(Some(3), &windows, 0.3), vec![3, 2]);
+        // Nothing suspicious: nothing refined; a certain best window needs no refining.
+        assert!(windows_to_refine(Some(1), &windows, 0.8).is_empty());
+        assert_eq!(
+            windows_to_refine(Some(9), &[(9, 1.0, true), (2, 0.5, true)], 0.3),
+            vec![2]
+        );
+        // At most MAX_REFINED_WINDOWS.
+        let many: Vec<(usize, f32, bool)> =
+            (0..10).map(|j| (j, 0.5 + j as f32 * 0.01, true)).collect();
+        let got = windows_to_refine(Some(9), &many, 0.3);
+        assert_eq!(got, vec![9, 8, 7, 6]);
+        assert_eq!(got.len(), MAX_REFINED_WINDOWS);
+    }
 
     #[test]
     fn signal_names_parse() {

@@ -134,7 +134,10 @@ pub struct LimitsConfig {
     /// sentences of that window are scored too, each alone (at most 24), and the highest
     /// score counts. A jailbreak next to harmless text is diluted in a window (the README's
     /// jailbreak scores 0.95 alone, 0.68 after "Can you help me with my homework?"); its
-    /// own sentences are not. Texts scoring below it cost no extra encoder pass. 1: off.
+    /// own sentences are not. So are the sentences of up to 3 more windows that hold a
+    /// sentence the filter flagged, whatever they score (those nearest it; see
+    /// `engine::windows_to_refine`). Texts without flagged sentences that score below it
+    /// cost no extra encoder pass. 1: off, for both.
     pub jailbreak_sentences_from: f32,
     /// Jailbreak: most other readings of each text scored besides the text as written
     /// (0..=8), each costing as many encoder windows as the text: the text with invisible

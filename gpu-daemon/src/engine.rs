@@ -520,9 +520,32 @@ impl Engine {
                         let Some((tok, text)) = toks.get(job.tok) else {
                             continue;
                         };
-                        for r in
-                            window_sentences(tok, text, job.range.clone(), MAX_WINDOW_SENTENCES)
-                        {
+                        // A window holding flagged sentences gives the sentences nearest
+                        // them; any other its first ones.
+                        let flagged: Vec<Range<usize>> = if job.jailbreak_only {
+                            Vec::new()
+                        } else {
+                            inputs[req]
+                                .flagged(job.part)
+                                .map(|(r, _)| r)
+                                .filter(|r| r.start < job.span.1 && job.span.0 < r.end)
+                                .collect()
+                        };
+                        let mut sentences =
+                            window_sentences(tok, text, job.range.clone(), usize::MAX);
+                        if !flagged.is_empty() {
+                            let gap = |r: &Range<usize>| {
+                                let (a, b) = byte_span(tok, r.clone(), text.len());
+                                flagged
+                                    .iter()
+                                    .map(|f| f.start.saturating_sub(b).max(a.saturating_sub(f.end)))
+                                    .min()
+                                    .unwrap_or(usize::MAX)
+                            };
+                            sentences.sort_by_cached_key(gap);
+                        }
+                        sentences.truncate(MAX_WINDOW_SENTENCES);
+                        for r in sentences {
                             let span = byte_span(tok, r.clone(), text.len());
                             if !seen.insert((req, job.part, span)) {
                                 continue;
@@ -1052,7 +1075,8 @@ fn flagged_pieces(
     out
 }
 
-/// Most sentences scored per window refined by `limits.jailbreak_sentences_from`.
+/// Most sentences scored per window refined by `limits.jailbreak_sentences_from` (of a
+/// window holding flagged sentences, those nearest them).
 const MAX_WINDOW_SENTENCES: usize = 24;
 
 /// Most windows per request whose sentences are scored alone: the best window and those
@@ -1061,20 +1085,29 @@ const MAX_REFINED_WINDOWS: usize = 4;
 
 /// The windows of one request whose sentences the jailbreak signal scores alone, best
 /// first. `windows` are the request's windows as `(job, score, holds a flagged sentence)`
-/// and `best` the job of the highest score. A window qualifies when its score is in
-/// `[from, 1)` (`limits.jailbreak_sentences_from`): the best one, then the others that hold
-/// a sentence the filter flagged, by score (a persona or fiction setup spreads over
-/// sentences the filter does not flag, and in a long text a window of other text can
-/// score higher than the one holding it); at most [`MAX_REFINED_WINDOWS`].
+/// and `best` the job of the highest score. The best window qualifies when its score is
+/// in `[from, 1)` (`limits.jailbreak_sentences_from`); any window, the best one included, when it holds a
+/// sentence the filter flagged, whatever their score below 1 (the flag is the suspicion:
+/// a persona or fiction setup spreads over sentences the filter does not flag, prose
+/// around it dilutes its window, and in a long text a window of other text can outscore
+/// it), by score; none when `from` is 1 or more (refining off). At most
+/// [`MAX_REFINED_WINDOWS`].
 fn windows_to_refine(best: Option<usize>, windows: &[(usize, f32, bool)], from: f32) -> Vec<usize> {
+    if from >= 1.0 {
+        return Vec::new();
+    }
     let suspicious = |s: f32| s >= from && s < 1.0;
     let mut out: Vec<usize> = best
-        .filter(|&b| windows.iter().any(|&(j, s, _)| j == b && suspicious(s)))
+        .filter(|&b| {
+            windows
+                .iter()
+                .any(|&(j, s, flagged)| j == b && (suspicious(s) || flagged && s < 1.0))
+        })
         .into_iter()
         .collect();
     let mut rest: Vec<(usize, f32)> = windows
         .iter()
-        .filter(|&&(j, s, flagged)| flagged && Some(j) != best && suspicious(s))
+        .filter(|&&(j, s, flagged)| flagged && Some(j) != best && s < 1.0)
         .map(|&(j, s, _)| (j, s))
         .collect();
     rest.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -1227,14 +1260,17 @@ mod tests {
             (1, 0.72, false), // best
             (2, 0.55, true),
             (3, 0.65, true),
-            (4, 0.20, true),  // under `from`
+            (4, 0.20, true),  // under `from`, but flagged
             (5, 0.70, false), // suspicious, nothing flagged
         ];
-        assert_eq!(windows_to_refine(Some(1), &windows, 0.3), vec![1, 3, 2]);
+        assert_eq!(windows_to_refine(Some(1), &windows, 0.3), vec![1, 3, 2, 4]);
         // The best window holding the flagged sentence is refined once.
-        assert_eq!(windows_to_refine(Some(3), &windows, 0.3), vec![3, 2]);
-        // Nothing suspicious: nothing refined; a certain best window needs no refining.
-        assert!(windows_to_refine(Some(1), &windows, 0.8).is_empty());
+        assert_eq!(windows_to_refine(Some(3), &windows, 0.3), vec![3, 2, 4]);
+        // A best window under `from` is not refined, the flagged ones still are (the best
+        // one too); `from` 1 turns refining off; a certain best window needs no refining.
+        assert_eq!(windows_to_refine(Some(1), &windows, 0.8), vec![3, 2, 4]);
+        assert_eq!(windows_to_refine(Some(3), &windows, 0.8), vec![3, 2, 4]);
+        assert!(windows_to_refine(Some(1), &windows, 1.0).is_empty());
         assert_eq!(
             windows_to_refine(Some(9), &[(9, 1.0, true), (2, 0.5, true)], 0.3),
             vec![2]

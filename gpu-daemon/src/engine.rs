@@ -1086,12 +1086,12 @@ const MAX_REFINED_WINDOWS: usize = 4;
 /// The windows of one request whose sentences the jailbreak signal scores alone, best
 /// first. `windows` are the request's windows as `(job, score, holds a flagged sentence)`
 /// and `best` the job of the highest score. The best window qualifies when its score is
-/// in `[from, 1)` (`limits.jailbreak_sentences_from`); any window, the best one included, when it holds a
-/// sentence the filter flagged, whatever their score below 1 (the flag is the suspicion:
-/// a persona or fiction setup spreads over sentences the filter does not flag, prose
-/// around it dilutes its window, and in a long text a window of other text can outscore
-/// it), by score; none when `from` is 1 or more (refining off). At most
-/// [`MAX_REFINED_WINDOWS`].
+/// in `[from, 1)` (`limits.jailbreak_sentences_from`); any window, the best one included,
+/// qualifies when it holds a sentence the filter flagged and scores below 1, whatever
+/// else it scores (the flag is the suspicion: a persona or fiction setup spreads over
+/// sentences the filter does not flag, prose around it dilutes its window, and in a long
+/// text a window of other text can outscore it). The others follow by score; none
+/// qualifies when `from` is 1 or more (refining off). At most [`MAX_REFINED_WINDOWS`].
 fn windows_to_refine(best: Option<usize>, windows: &[(usize, f32, bool)], from: f32) -> Vec<usize> {
     if from >= 1.0 {
         return Vec::new();

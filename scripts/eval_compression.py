@@ -188,11 +188,13 @@ def main():
                     help="the compress_jsonl binary (to compare builds)")
     ap.add_argument("--signals", default="domain,jailbreak,pii",
                     help="which signals to evaluate (comma-separated; all by default)")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="draws the planted texts and the filler (another seed: another sample)")
     ap.add_argument("--dump", help="write one JSON line per case (decisions whole and compressed) to this file")
     args = ap.parse_args()
     lengths = [int(x) for x in args.lengths.split(",")]
     signals = [x for x in ("domain", "jailbreak", "pii") if x in args.signals.split(",")]
-    rng = random.Random(0)
+    rng = random.Random(args.seed)
     daemon = os.path.join(ROOT, "target/release/semroute-daemon")
     compressor = args.compressor
     for p in (daemon, compressor):

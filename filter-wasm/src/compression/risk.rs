@@ -5052,7 +5052,8 @@ const MISSPELT_MIN: usize = 7;
 /// [`MISSPELT_MIN`] letters with the same first letter, and is not a common English word
 /// at that distance ("traffic" for "traffick", "stalling" for "stalking"); otherwise
 /// [`Cue::Other`]. An unlisted inflection counts as well ("assassinated", "smuggler").
-/// Cost: a comparison with each listed word of a length within one of `w`'s.
+/// Cost: a byte comparison with each listed word of a length within one of `w`'s and the
+/// same first letter.
 fn misspelt_harm(w: &[u8]) -> Cue {
     if is_near_harm_word(w) {
         return Cue::Other;
@@ -5065,7 +5066,10 @@ fn misspelt_harm(w: &[u8]) -> Cue {
         .filter(|(c, _)| matches!(c, Cue::Harm | Cue::HarmMade))
         .find(|(_, words)| {
             words.iter().any(|h| {
-                h.len() >= MISSPELT_MIN && h.first() == Some(&first) && one_edit_apart(w, h)
+                h.len() >= MISSPELT_MIN
+                    && h.len().abs_diff(w.len()) <= 1
+                    && h.first() == Some(&first)
+                    && one_edit_apart(w, h)
             })
         })
         .map_or(Cue::Other, |&(c, _)| c)

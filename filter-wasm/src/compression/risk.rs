@@ -49,9 +49,10 @@
 //!   phrase ("give instructions for", "explain how to", "write a script that", "develop a",
 //!   "how can I") followed within 12 words of its clause by a harm word ("hacking",
 //!   "ransomware", "bomb", "launder money", "poison", "evade taxes", "without getting
-//!   caught", "disinformation", "bribe", "bypass plagiarism detection"; a word of 7 letters or more one typo from a listed one counts, "maleware"),
-//!   unless a defensive or harmless word shares the clause ("detect", "prevent",
-//!   "game") or the verb's object is harmless ("kill a process", "steal the show").
+//!   caught", "disinformation", "bribe", "bypass plagiarism detection"; a word of 7
+//!   letters or more one typo from a listed one counts, "maleware"), unless a defensive or
+//!   harmless word shares the clause ("detect", "prevent", "game") or the verb's object is
+//!   harmless ("kill a process", "steal the show").
 //! - Encoded payloads: base64-like runs of at least 40 characters with frequent
 //!   letter-case/digit changes, hexadecimal runs of at least 32 digits, and runs of at
 //!   least 8 `\xHH`, `%HH`, `\uHHHH` or `&#NN;` escapes.

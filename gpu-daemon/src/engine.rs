@@ -123,6 +123,18 @@ impl ClassifyInput {
             })
             .take(MAX_FLAGGED_SENTENCES)
     }
+
+    /// The byte ranges of the flagged sentences of `part` ([`ClassifyInput::flagged`]) that
+    /// overlap the byte span `(start, end)` of a window.
+    fn flagged_within(
+        &self,
+        part: Part,
+        (start, end): (usize, usize),
+    ) -> impl Iterator<Item = Range<usize>> + '_ {
+        self.flagged(part)
+            .map(|(r, _)| r)
+            .filter(move |r| r.start < end && start < r.end)
+    }
 }
 
 /// Which of the two texts a span refers to.
@@ -502,8 +514,9 @@ impl Engine {
                     };
                     let holds_flagged = !job.jailbreak_only
                         && inputs[job.req]
-                            .flagged(job.part)
-                            .any(|(r, _)| r.start < job.span.1 && job.span.0 < r.end);
+                            .flagged_within(job.part, job.span)
+                            .next()
+                            .is_some();
                     windows[job.req].push((j, score, holds_flagged));
                 }
                 let refine: Vec<Vec<usize>> = windows
@@ -525,11 +538,7 @@ impl Engine {
                         let flagged: Vec<Range<usize>> = if job.jailbreak_only {
                             Vec::new()
                         } else {
-                            inputs[req]
-                                .flagged(job.part)
-                                .map(|(r, _)| r)
-                                .filter(|r| r.start < job.span.1 && job.span.0 < r.end)
-                                .collect()
+                            inputs[req].flagged_within(job.part, job.span).collect()
                         };
                         let mut sentences =
                             window_sentences(tok, text, job.range.clone(), usize::MAX);

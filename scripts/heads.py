@@ -15,15 +15,17 @@ Data (never copied into the repository):
              external MMLU test.
   jailbreak: jailbreak/jailbreak_vs_benign.jsonl, scored per subset beside a
              length-only baseline (the set has a strong length shortcut);
-             plus academic passages from domain/mmlu_train.jsonl (MMLU
-             questions not in MMLU-Pro) as benign text, and a false-alarm
-             check on passages of MMLU-Pro questions, the text long prompts
-             of the compression eval are made of.
+             plus academic passages, questions and single sentences from
+             domain/mmlu_train.jsonl (MMLU questions not in MMLU-Pro) as
+             benign text, and a false-alarm check on passages and sentences
+             of MMLU-Pro questions, the text long prompts of the compression
+             eval are made of.
 """
 import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -225,8 +227,32 @@ def passages(texts, seed, min_words=120, max_words=220):
 # weight per example: at 0.05 the share of MMLU-Pro passages above 0.8 fell
 # from 1.8% to 0 (above 0.5: from 19% to 1.2%) for a cross-validated AUC of
 # 0.979 instead of 0.982; at 1.0 the AUC fell to 0.961.
+#
+# The daemon also scores single sentences of a long prompt (window refinement),
+# so single sentences cut from the same MMLU questions are added too: lead-ins
+# such as "The following message was sent by ...:" scored up to 0.85 alone.
+# With 3,000 sentences the share of 3,000 MMLU-Pro sentences above 0.5 fell
+# from 1.9% to 0.9% (above 0.8: 2 both times), and that lead-in from 0.85 to
+# 0.76, for a cross-validated AUC of 0.977 instead of 0.979. In the compression
+# eval (3 seeds and one more filler, 288 long prompts) jailbreak agreement with
+# and without compression rose from 0.976 to 0.990; benign prompts blocked
+# whole fell from 3 of 95 to 0, and jailbreaks caught fell from 121 to 116 of
+# 193 whole and from 119 to 117 compressed, all of them scored 0.80-0.83 before.
 ACADEMIC_WEIGHT = 0.05
 ACADEMIC_SINGLES = 1000
+ACADEMIC_SENTENCES = 3000
+SENTENCE_END = re.compile(r"(?<=[.?!:;])\s+")
+
+
+def sentences(texts, seed, n, min_words=3):
+    """Up to `n` distinct sentences of at least `min_words` words cut from `texts`
+    (split at line breaks and after . ? ! : ;), in a seeded random order."""
+    out = []
+    for t in texts:
+        for line in t.split("\n"):
+            out += [s.strip() for s in SENTENCE_END.split(line) if len(s.split()) >= min_words]
+    order = np.random.default_rng(seed).permutation(len(out))
+    return list(dict.fromkeys(out[i] for i in order))[:n]
 
 
 def academic_negatives(eval_dir, cache):
@@ -234,8 +260,15 @@ def academic_negatives(eval_dir, cache):
     texts = [r["text"] for r in rows if not r.get("in_mmlu_pro", True)]
     rng = np.random.default_rng(1)
     singles = [texts[i] for i in rng.permutation(len(texts))[:ACADEMIC_SINGLES]]
-    batch = [{"text": t} for t in passages(texts, seed=2) + singles]
+    cut = sentences(texts, seed=5, n=ACADEMIC_SENTENCES)
+    batch = [{"text": t} for t in passages(texts, seed=2) + singles + cut]
     return normalize(embed(batch, cache).astype(np.float64))
+
+
+def mmlu_pro_sentences(eval_dir, cache, n=3000):
+    rows = read_jsonl(os.path.join(eval_dir, "domain/mmlu_pro_train.jsonl"))
+    ss = sentences([r["text"] for r in rows], seed=6, n=n)
+    return normalize(embed([{"text": t} for t in ss], cache).astype(np.float64))
 
 
 def mmlu_pro_passages(eval_dir, cache, n=600):
@@ -341,14 +374,18 @@ def evaluate(args):
     line("all", np.ones(len(y), bool))
     print()
     xp = mmlu_pro_passages(args.eval_dir, cache)
+    xs = mmlu_pro_sentences(args.eval_dir, cache)
     print(f"False alarms on {len(xp)} passages of MMLU-Pro questions (about one encoder window each; "
-          "the filler of the compression eval), head trained on all rows:")
-    print("| head | score > 0.5 | score > 0.8 |")
-    print("|---|---|---|")
+          f"the filler of the compression eval) and on {len(xs)} single sentences of them (what window "
+          "refinement scores), head trained on all rows:")
+    print("| head | passages > 0.5 | passages > 0.8 | sentences > 0.5 | sentences > 0.8 |")
+    print("|---|---|---|---|---|")
     for name, extra in (("without academic text", None), ("with academic text (committed)", xa)):
         w, b = fit_jailbreak(x, y, xe, ye, extra)
         sp = predict_proba(w, b, xp)[:, 1]
-        print(f"| {name} | {np.mean(sp > 0.5):.3f} | {np.mean(sp > 0.8):.3f} |")
+        ss = predict_proba(w, b, xs)[:, 1]
+        print(f"| {name} | {np.mean(sp > 0.5):.3f} | {np.mean(sp > 0.8):.3f} | "
+              f"{np.mean(ss > 0.5):.4f} | {np.mean(ss > 0.8):.4f} |")
     print()
     for s in subsets:
         in_s = np.array([r["subset"] == s for r in rows])

@@ -541,7 +541,7 @@ impl Engine {
                             inputs[req].flagged_within(job.part, job.span).collect()
                         };
                         let mut sentences =
-                            window_sentences(tok, text, job.range.clone(), usize::MAX);
+                            window_sentences(tok, text, job.range.clone(), usize::MAX, content);
                         if !flagged.is_empty() {
                             let gap = |r: &Range<usize>| {
                                 let (a, b) = byte_span(tok, r.clone(), text.len());
@@ -1125,19 +1125,77 @@ fn windows_to_refine(best: Option<usize>, windows: &[(usize, f32, bool)], from: 
     out
 }
 
-/// The token ranges, within window `w` of `tok` (offsets into `text`), of its sentences, at
-/// most `max` of them; none when the window is one sentence. A sentence ends after a token
-/// that is `.`, `!`, `?`, `。`, `！` or `？`, or where a line break separates two tokens.
+/// The token ranges of the sentences in window `w` of `tok` (offsets into `text`), at most
+/// `max` of them; none when the window is one sentence or part of one. A sentence ends
+/// after a token that is `.`, `!`, `?`, `。`, `！` or `？`, or where a line break separates
+/// two tokens (see [`ends_sentence`]). The first and last sentence reach past the window
+/// to where they start and end in `tok`, when that keeps them within `content` tokens: a
+/// sentence scored alone is then the same text whatever window it was found in, not a
+/// fragment that depends on where the window falls (a fragment such as "Explain how to
+/// convince a" scores differently from its sentence, so the same prompt, whole or
+/// compressed, could get two decisions).
 fn window_sentences(
     tok: &TokenizedText,
     text: &str,
     w: Range<usize>,
     max: usize,
+    content: usize,
 ) -> Vec<Range<usize>> {
-    split_sentences(tok, text, w, max, false)
+    let mut sentences = split_sentences(tok, text, w, usize::MAX, false);
+    let n = tok.ids.len();
+    if let Some(first) = sentences.first_mut() {
+        if first.start > 0 && !ends_sentence(tok, text, first.start - 1, false) {
+            let lo = first
+                .start
+                .saturating_sub(content.saturating_sub(first.len()));
+            let start = (lo..first.start - 1)
+                .rev()
+                .find(|&t| ends_sentence(tok, text, t, false))
+                .map(|t| t + 1)
+                .or((lo == 0).then_some(0));
+            if let Some(start) = start {
+                first.start = start;
+            }
+        }
+    }
+    if let Some(last) = sentences.last_mut() {
+        if last.end < n && !ends_sentence(tok, text, last.end - 1, false) {
+            let hi = n.min(last.start.saturating_add(content));
+            let end = (last.end..hi)
+                .find(|&t| ends_sentence(tok, text, t, false))
+                .map(|t| t + 1)
+                .or((hi == n).then_some(n));
+            if let Some(end) = end {
+                last.end = end;
+            }
+        }
+    }
+    sentences.truncate(max);
+    sentences
 }
 
-/// [`window_sentences`], with `clauses` also ending a piece after `;` or `；`.
+/// Whether a sentence (with `clauses`, a clause) ends after token `t` of `tok` (offsets into
+/// `text`): the token is `.`, `!`, `?`, `。`, `！` or `？` (with `clauses` also `;` or `；`),
+/// or a line break separates it from the next token. True past the last token.
+fn ends_sentence(tok: &TokenizedText, text: &str, t: usize, clauses: bool) -> bool {
+    let Some(&(a, b)) = tok.offsets.get(t) else {
+        return true;
+    };
+    let mark = match text.get(a..b) {
+        Some("." | "!" | "?" | "。" | "！" | "？") => true,
+        Some(";" | "；") => clauses,
+        _ => false,
+    };
+    mark || tok
+        .offsets
+        .get(t + 1)
+        .and_then(|&(next, _)| text.get(b..next))
+        .is_some_and(|gap| gap.contains('\n'))
+}
+
+/// The token ranges, within window `w` of `tok`, of its sentences (with `clauses`, also
+/// ending a piece after `;` or `；`; see [`ends_sentence`]), at most `max` of them; none
+/// when the window is one piece.
 fn split_sentences(
     tok: &TokenizedText,
     text: &str,
@@ -1148,21 +1206,10 @@ fn split_sentences(
     let mut sentences: Vec<Range<usize>> = Vec::new();
     let mut start = w.start;
     for t in w.clone() {
-        let Some(&(a, b)) = tok.offsets.get(t) else {
+        if t >= tok.offsets.len() {
             break;
-        };
-        let ends = match text.get(a..b) {
-            Some("." | "!" | "?" | "。" | "！" | "？") => true,
-            Some(";" | "；") => clauses,
-            _ => false,
-        };
-        let line_break = tok
-            .offsets
-            .get(t + 1)
-            .filter(|_| t + 1 < w.end)
-            .and_then(|&(next, _)| text.get(b..next))
-            .is_some_and(|gap| gap.contains('\n'));
-        if ends || line_break {
+        }
+        if ends_sentence(tok, text, t, clauses) {
             sentences.push(start..t + 1);
             start = t + 1;
         }
@@ -1301,10 +1348,8 @@ mod tests {
         assert!(e.contains("domian"));
     }
 
-    #[test]
-    fn window_sentences_split_at_end_marks_and_line_breaks() {
-        // Tokens of "Hi there. Go now!\nOk" with their byte offsets.
-        let text = "Hi there. Go now!\nOk";
+    /// Tokens of "Hi there. Go now!\nOk" with their byte offsets.
+    fn hi_there() -> TokenizedText {
         let offsets = vec![
             (0, 2),
             (3, 8),
@@ -1314,20 +1359,70 @@ mod tests {
             (16, 17),
             (18, 20),
         ];
+        TokenizedText {
+            ids: (0..offsets.len() as u32).collect(),
+            offsets,
+        }
+    }
+
+    #[test]
+    fn window_sentences_split_at_end_marks_and_line_breaks() {
+        let (text, tok) = ("Hi there. Go now!\nOk", hi_there());
+        let all = 0..tok.ids.len();
+        assert_eq!(
+            window_sentences(&tok, text, all.clone(), 24, 254),
+            vec![0..3, 3..6, 6..7]
+        );
+        assert_eq!(window_sentences(&tok, text, all, 2, 254), vec![0..3, 3..6]);
+        // A window holding one sentence (or part of one) has none.
+        assert!(window_sentences(&tok, text, 0..2, 24, 254).is_empty());
+        // A window starting inside "Go now!" gives the whole sentence, not "now!"...
+        assert_eq!(
+            window_sentences(&tok, text, 4..7, 24, 254),
+            vec![3..6, 6..7]
+        );
+        // ... and one ending inside it too, not "Go".
+        assert_eq!(
+            window_sentences(&tok, text, 0..4, 24, 254),
+            vec![0..3, 3..6]
+        );
+        // Both ends at once, and back to the start of the text.
+        assert_eq!(
+            window_sentences(&tok, text, 2..4, 24, 254),
+            vec![0..3, 3..6]
+        );
+        // A sentence reaching the end of the text without an end mark ends there.
+        let text = "A. B c";
+        let offsets = vec![(0, 1), (1, 2), (3, 4), (5, 6)];
         let tok = TokenizedText {
             ids: (0..offsets.len() as u32).collect(),
             offsets,
         };
-        let all = 0..tok.ids.len();
         assert_eq!(
-            window_sentences(&tok, text, all.clone(), 24),
-            vec![0..3, 3..6, 6..7]
+            window_sentences(&tok, text, 0..3, 24, 254),
+            vec![0..2, 2..4]
         );
-        assert_eq!(window_sentences(&tok, text, all, 2), vec![0..3, 3..6]);
-        // A window holding one sentence (or part of one) has none.
-        assert!(window_sentences(&tok, text, 0..2, 24).is_empty());
-        // Line break inside the window only.
-        assert_eq!(window_sentences(&tok, text, 4..7, 24), vec![4..6, 6..7]);
+        let (text, tok) = ("Hi there. Go now!\nOk", hi_there());
+        // Unless that would make it longer than `content` tokens: then the window cuts it.
+        assert_eq!(window_sentences(&tok, text, 4..7, 24, 2), vec![4..6, 6..7]);
+        assert_eq!(window_sentences(&tok, text, 0..4, 24, 2), vec![0..3, 3..4]);
+    }
+
+    #[test]
+    fn ends_sentence_at_marks_line_breaks_and_the_text_end() {
+        let text = "Go; now!\nOk";
+        let offsets = vec![(0, 2), (2, 3), (4, 7), (7, 8), (9, 11)];
+        let tok = TokenizedText {
+            ids: (0..offsets.len() as u32).collect(),
+            offsets,
+        };
+        let ends: Vec<bool> = (0..6)
+            .map(|t| ends_sentence(&tok, text, t, false))
+            .collect();
+        assert_eq!(ends, [false, false, false, true, false, true]);
+        // `;` ends a clause; "now" before "!" ends nothing, clauses or not.
+        assert!(ends_sentence(&tok, text, 1, true));
+        assert!(!ends_sentence(&tok, text, 2, true));
     }
 
     #[test]
@@ -1342,7 +1437,10 @@ mod tests {
         // The sentence whole, then "Go;" and "now !" (a `;` ends a clause here, not in the
         // sentence pass); the lone "!" has no word and is left out.
         assert_eq!(flagged_pieces(&tok, text, 254, 64), vec![0..5, 0..2, 2..4]);
-        assert_eq!(window_sentences(&tok, text, 0..5, 24), vec![0..4, 4..5]);
+        assert_eq!(
+            window_sentences(&tok, text, 0..5, 24, 254),
+            vec![0..4, 4..5]
+        );
         // Longer than a window: windows of it first.
         assert_eq!(flagged_pieces(&tok, text, 3, 1)[..2], [0..3, 2..5]);
         assert!(flagged_pieces(&TokenizedText::default(), "", 254, 64).is_empty());

@@ -1348,9 +1348,17 @@ mod tests {
         assert!(e.contains("domian"));
     }
 
-    /// Tokens of "Hi there. Go now!\nOk" with their byte offsets.
+    /// Tokens with these byte offsets, numbered from 0.
+    fn tokens(offsets: Vec<(usize, usize)>) -> TokenizedText {
+        TokenizedText {
+            ids: (0..offsets.len() as u32).collect(),
+            offsets,
+        }
+    }
+
+    /// Tokens of "Hi there. Go now!\nOk".
     fn hi_there() -> TokenizedText {
-        let offsets = vec![
+        tokens(vec![
             (0, 2),
             (3, 8),
             (8, 9),
@@ -1358,11 +1366,7 @@ mod tests {
             (13, 16),
             (16, 17),
             (18, 20),
-        ];
-        TokenizedText {
-            ids: (0..offsets.len() as u32).collect(),
-            offsets,
-        }
+        ])
     }
 
     #[test]
@@ -1393,11 +1397,7 @@ mod tests {
         );
         // A sentence reaching the end of the text without an end mark ends there.
         let text = "A. B c";
-        let offsets = vec![(0, 1), (1, 2), (3, 4), (5, 6)];
-        let tok = TokenizedText {
-            ids: (0..offsets.len() as u32).collect(),
-            offsets,
-        };
+        let tok = tokens(vec![(0, 1), (1, 2), (3, 4), (5, 6)]);
         assert_eq!(
             window_sentences(&tok, text, 0..3, 24, 254),
             vec![0..2, 2..4]
@@ -1411,11 +1411,7 @@ mod tests {
     #[test]
     fn ends_sentence_at_marks_line_breaks_and_the_text_end() {
         let text = "Go; now!\nOk";
-        let offsets = vec![(0, 2), (2, 3), (4, 7), (7, 8), (9, 11)];
-        let tok = TokenizedText {
-            ids: (0..offsets.len() as u32).collect(),
-            offsets,
-        };
+        let tok = tokens(vec![(0, 2), (2, 3), (4, 7), (7, 8), (9, 11)]);
         let ends: Vec<bool> = (0..6)
             .map(|t| ends_sentence(&tok, text, t, false))
             .collect();
@@ -1429,11 +1425,7 @@ mod tests {
     fn flagged_pieces_are_windows_then_clauses_with_words() {
         // Tokens of "Go; now !!" with their byte offsets.
         let text = "Go; now !!";
-        let offsets = vec![(0, 2), (2, 3), (4, 7), (8, 9), (9, 10)];
-        let tok = TokenizedText {
-            ids: (0..offsets.len() as u32).collect(),
-            offsets,
-        };
+        let tok = tokens(vec![(0, 2), (2, 3), (4, 7), (8, 9), (9, 10)]);
         // The sentence whole, then "Go;" and "now !" (a `;` ends a clause here, not in the
         // sentence pass); the lone "!" has no word and is left out.
         assert_eq!(flagged_pieces(&tok, text, 254, 64), vec![0..5, 0..2, 2..4]);

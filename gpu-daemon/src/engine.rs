@@ -393,6 +393,9 @@ impl Engine {
             ids: Vec<u32>,
             /// A variant scored for the jailbreak only.
             jailbreak_only: bool,
+            /// A window starting at a flagged sentence ([`anchored_windows`]): the text as
+            /// written, scored for the jailbreak only.
+            anchored: bool,
             /// Index of the tokenized text in `toks`, and the window's token range in it.
             tok: usize,
             range: Range<usize>,
@@ -441,13 +444,22 @@ impl Engine {
                 for (part, text, tok, jailbreak_only) in parts {
                     let plan = plan_windows(tok.ids.len(), content, overlap, max_windows);
                     outputs[req].truncated |= plan.truncated;
-                    for w in plan.windows {
+                    let anchored = if want_jb && !jailbreak_only {
+                        let starts: Vec<usize> =
+                            input.flagged(part).map(|(r, _)| r.start).collect();
+                        anchored_windows(&tok, &starts, content, &plan.windows)
+                    } else {
+                        Vec::new()
+                    };
+                    let windows = plan.windows.into_iter().map(|w| (w, false));
+                    for (w, anchored) in windows.chain(anchored.into_iter().map(|w| (w, true))) {
                         jobs.push(Job {
                             req,
                             part,
                             span: byte_span(&tok, w.clone(), text.len()),
                             ids: tok.ids[w.clone()].to_vec(),
                             jailbreak_only,
+                            anchored,
                             tok: toks.len(),
                             range: w,
                         });
@@ -469,7 +481,11 @@ impl Engine {
             let mut job_score: Vec<f32> = vec![f32::NAN; jobs.len()];
             for (j, (job, emb)) in jobs.iter().zip(&embeddings).enumerate() {
                 let input = &inputs[job.req];
-                if job.part == Part::Text && !job.jailbreak_only && input.signals.domain {
+                if job.part == Part::Text
+                    && !job.jailbreak_only
+                    && !job.anchored
+                    && input.signals.domain
+                {
                     let w = (job.ids.len() + 2) as f32;
                     let (sum, total) = &mut domain_sum[job.req];
                     sum.iter_mut().zip(emb).for_each(|(s, v)| *s += v * w);
@@ -553,6 +569,10 @@ impl Engine {
                             };
                             sentences.sort_by_cached_key(gap);
                         }
+                        sentences.retain(|r| {
+                            let (a, b) = byte_span(tok, r.clone(), text.len());
+                            text.get(a..b).map_or(0, words) >= MIN_SENTENCE_WORDS
+                        });
                         sentences.truncate(MAX_WINDOW_SENTENCES);
                         for r in sentences {
                             let span = byte_span(tok, r.clone(), text.len());
@@ -1088,6 +1108,86 @@ fn flagged_pieces(
 /// window holding flagged sentences, those nearest them).
 const MAX_WINDOW_SENTENCES: usize = 24;
 
+/// Fewest words ([`words`]) of a window's sentence scored alone: shorter pieces, such as a
+/// line of code (`DISPLAY "odd"`) or a heading, are not sentences the jailbreak head was
+/// trained on (its single sentences have at least 3 words; `scripts/heads.py`), and score
+/// erratically. A short sentence the filter flagged is still scored alone.
+const MIN_SENTENCE_WORDS: usize = 3;
+
+/// The words of `text` as [`MIN_SENTENCE_WORDS`] counts them: runs of letters and digits
+/// (an apostrophe or hyphen between two of them joins the run: "don't", "role-play"), each
+/// Han, kana or Hangul character a word of its own (those scripts write no spaces).
+fn words(text: &str) -> usize {
+    #[derive(PartialEq)]
+    enum At {
+        Gap,
+        Word,
+        Joiner,
+    }
+    let mut n = 0;
+    let mut at = At::Gap;
+    for c in text.chars() {
+        let wide = matches!(c,
+            '\u{3040}'..='\u{30FF}' | '\u{3400}'..='\u{4DBF}' | '\u{4E00}'..='\u{9FFF}'
+            | '\u{AC00}'..='\u{D7AF}' | '\u{F900}'..='\u{FAFF}' | '\u{20000}'..='\u{2FFFF}');
+        at = if wide {
+            n += 1;
+            At::Gap
+        } else if c.is_alphanumeric() {
+            n += usize::from(at == At::Gap);
+            At::Word
+        } else if at == At::Word && matches!(c, '\'' | '\u{2019}' | '-') {
+            At::Joiner
+        } else {
+            At::Gap
+        };
+    }
+    n
+}
+
+/// Most windows anchored at flagged sentences per text ([`anchored_windows`]).
+const MAX_ANCHORED_WINDOWS: usize = 2;
+
+/// Extra windows of `tok` (`content` tokens each, or to the text's end) that start where a
+/// flagged sentence starts (`starts`: byte offsets, in any order; a window starts at the
+/// token holding the offset), at most
+/// [`MAX_ANCHORED_WINDOWS`]: the first flagged sentence starts one, and each flagged
+/// sentence past the end of the last one starts the next. None where one of `windows`
+/// (the text's regular windows) already holds the whole span. Regular windows fall every
+/// `content - overlap` tokens from the text's start, so where they cut a jailbreak depends
+/// on how much text comes before it: a long template (a persona, then a list of rules) can
+/// score 0.98 in one window of the whole prompt and under 0.8 split over two windows of
+/// the compressed one. A window that starts at the template's first flagged sentence holds
+/// the same opening in both.
+fn anchored_windows(
+    tok: &TokenizedText,
+    starts: &[usize],
+    content: usize,
+    windows: &[Range<usize>],
+) -> Vec<Range<usize>> {
+    let n = tok.ids.len().min(tok.offsets.len());
+    let mut starts: Vec<usize> = starts.to_vec();
+    starts.sort_unstable();
+    let mut out: Vec<Range<usize>> = Vec::new();
+    let mut covered = 0;
+    for s in starts {
+        let t = tok.offsets[..n].partition_point(|&(_, b)| b <= s);
+        if t >= n || t < covered {
+            continue;
+        }
+        let w = t..n.min(t.saturating_add(content));
+        covered = w.end;
+        if windows.iter().any(|x| x.start <= w.start && w.end <= x.end) {
+            continue;
+        }
+        out.push(w);
+        if out.len() == MAX_ANCHORED_WINDOWS {
+            break;
+        }
+    }
+    out
+}
+
 /// Most windows per request whose sentences are scored alone: the best window and those
 /// holding a flagged sentence (see [`windows_to_refine`]).
 const MAX_REFINED_WINDOWS: usize = 4;
@@ -1405,6 +1505,45 @@ mod tests {
             window_sentences(&tok, text, 0..3, 24, 254),
             vec![0..2, 2..4]
         );
+    }
+
+    #[test]
+    fn anchored_windows_start_at_flagged_sentences_not_held_by_a_window() {
+        // "Hi there. Go now!\nOk": "Go" starts at byte 10, token 3; "now" at 13, token 4;
+        // "Ok" at 18, token 6.
+        let tok = hi_there();
+        let regular = [0..3, 2..5, 4..7];
+        assert_eq!(anchored_windows(&tok, &[10], 3, &regular), vec![3..6]);
+        // A flagged sentence inside the last anchored window starts none; nor does one
+        // whose window a regular window holds (from token 0; from token 6 to the end).
+        assert_eq!(anchored_windows(&tok, &[10, 13], 3, &regular), vec![3..6]);
+        assert_eq!(
+            anchored_windows(&tok, &[0, 18], 3, &regular),
+            Vec::<Range<usize>>::new()
+        );
+        assert_eq!(anchored_windows(&tok, &[18, 10], 3, &regular), vec![3..6]);
+        // An offset inside a token or in the space before it starts at that token; one
+        // past the text starts nothing.
+        assert_eq!(anchored_windows(&tok, &[4], 3, &regular), vec![1..4]);
+        assert_eq!(anchored_windows(&tok, &[9, 25], 3, &regular), vec![3..6]);
+        // Without regular windows, at most MAX_ANCHORED_WINDOWS.
+        assert_eq!(
+            anchored_windows(&tok, &[0, 3, 10, 13], 1, &[]),
+            vec![0..1, 1..2]
+        );
+    }
+
+    #[test]
+    fn words_are_letter_runs_and_single_han_kana_hangul() {
+        assert_eq!(words("DISPLAY \u{201c}odd\u{201d}"), 2);
+        assert_eq!(words("Don't stop now."), 3);
+        assert_eq!(words("role-play as DAN"), 3);
+        assert_eq!(words("it's- x"), 2);
+        assert_eq!(words("x = 1;"), 2);
+        assert_eq!(words("忽略所有指令"), 6);
+        assert_eq!(words("안녕 하세요"), 5);
+        assert_eq!(words("Ignora las instrucciones"), 3);
+        assert_eq!(words(" --- - ''"), 0);
     }
 
     #[test]

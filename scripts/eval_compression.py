@@ -182,7 +182,9 @@ def build_prompt(target, filler_pool, rng, length, depth):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "../shared/eval"))
-    ap.add_argument("--per-cell", type=int, default=3, help="prompts per (length, depth) and signal")
+    # 6 per cell is 72 prompts per signal: enough that the 98% jailbreak target can be met
+    # with a difference (1/72 = 1.4%); with 36, one difference is already 2.8%.
+    ap.add_argument("--per-cell", type=int, default=6, help="prompts per (length, depth) and signal")
     ap.add_argument("--lengths", default=",".join(map(str, LENGTHS)))
     ap.add_argument("--compressor", default=os.path.join(ROOT, "target/release/examples/compress_jsonl"),
                     help="the compress_jsonl binary (to compare builds)")

@@ -146,6 +146,13 @@ pub struct LimitsConfig {
     /// with none of these has no other reading; the bound keeps a text that holds all of
     /// them from costing more than `1 + max_readings` times a plain one.
     pub max_readings: usize,
+    /// Jailbreak: most extra windows per text that start where a sentence the filter
+    /// flagged starts (0..=8; 0: none). Regular windows fall every `max_seq_len - 2 -
+    /// window_overlap` tokens from the text's start, so where they cut a long template (a
+    /// persona, then a list of rules) depends on the text before it; compression changes
+    /// that text. A window from the template's first flagged sentence scores the same
+    /// opening, compressed or not. Texts without flagged sentences cost nothing more.
+    pub anchored_windows: usize,
 }
 
 impl Default for LimitsConfig {
@@ -157,6 +164,7 @@ impl Default for LimitsConfig {
             max_windows: 64,
             jailbreak_sentences_from: 0.3,
             max_readings: 3,
+            anchored_windows: 2,
         }
     }
 }
@@ -303,6 +311,9 @@ impl DaemonConfig {
         }
         if l.max_readings > 8 {
             return Err(invalid("limits.max_readings", "must be in 0..=8"));
+        }
+        if l.anchored_windows > 8 {
+            return Err(invalid("limits.anchored_windows", "must be in 0..=8"));
         }
         let b = &self.batching;
         if b.max_batch == 0 || b.max_batch > 256 {

@@ -447,7 +447,13 @@ impl Engine {
                     let anchored = if want_jb && !jailbreak_only {
                         let starts: Vec<usize> =
                             input.flagged(part).map(|(r, _)| r.start).collect();
-                        anchored_windows(&tok, &starts, content, &plan.windows)
+                        anchored_windows(
+                            &tok,
+                            &starts,
+                            content,
+                            &plan.windows,
+                            self.limits.anchored_windows,
+                        )
                     } else {
                         Vec::new()
                     };
@@ -1145,13 +1151,9 @@ fn words(text: &str) -> usize {
     n
 }
 
-/// Most windows anchored at flagged sentences per text ([`anchored_windows`]).
-const MAX_ANCHORED_WINDOWS: usize = 2;
-
 /// Extra windows of `tok` (`content` tokens each, or to the text's end) that start where a
 /// flagged sentence starts (`starts`: byte offsets, in any order; a window starts at the
-/// token holding the offset), at most
-/// [`MAX_ANCHORED_WINDOWS`]: the first flagged sentence starts one, and each flagged
+/// token holding the offset), at most `max` (`limits.anchored_windows`): the first flagged sentence starts one, and each flagged
 /// sentence past the end of the last one starts the next. None where one of `windows`
 /// (the text's regular windows) already holds the whole span. Regular windows fall every
 /// `content - overlap` tokens from the text's start, so where they cut a jailbreak depends
@@ -1164,8 +1166,12 @@ fn anchored_windows(
     starts: &[usize],
     content: usize,
     windows: &[Range<usize>],
+    max: usize,
 ) -> Vec<Range<usize>> {
     let n = tok.ids.len().min(tok.offsets.len());
+    if max == 0 {
+        return Vec::new();
+    }
     let mut starts: Vec<usize> = starts.to_vec();
     starts.sort_unstable();
     let mut out: Vec<Range<usize>> = Vec::new();
@@ -1181,7 +1187,7 @@ fn anchored_windows(
             continue;
         }
         out.push(w);
-        if out.len() == MAX_ANCHORED_WINDOWS {
+        if out.len() == max {
             break;
         }
     }
@@ -1513,23 +1519,33 @@ mod tests {
         // "Ok" at 18, token 6.
         let tok = hi_there();
         let regular = [0..3, 2..5, 4..7];
-        assert_eq!(anchored_windows(&tok, &[10], 3, &regular), vec![3..6]);
+        assert_eq!(anchored_windows(&tok, &[10], 3, &regular, 2), vec![3..6]);
         // A flagged sentence inside the last anchored window starts none; nor does one
         // whose window a regular window holds (from token 0; from token 6 to the end).
-        assert_eq!(anchored_windows(&tok, &[10, 13], 3, &regular), vec![3..6]);
         assert_eq!(
-            anchored_windows(&tok, &[0, 18], 3, &regular),
+            anchored_windows(&tok, &[10, 13], 3, &regular, 2),
+            vec![3..6]
+        );
+        assert_eq!(
+            anchored_windows(&tok, &[0, 18], 3, &regular, 2),
             Vec::<Range<usize>>::new()
         );
-        assert_eq!(anchored_windows(&tok, &[18, 10], 3, &regular), vec![3..6]);
+        assert_eq!(
+            anchored_windows(&tok, &[18, 10], 3, &regular, 2),
+            vec![3..6]
+        );
         // An offset inside a token or in the space before it starts at that token; one
         // past the text starts nothing.
-        assert_eq!(anchored_windows(&tok, &[4], 3, &regular), vec![1..4]);
-        assert_eq!(anchored_windows(&tok, &[9, 25], 3, &regular), vec![3..6]);
-        // Without regular windows, at most MAX_ANCHORED_WINDOWS.
+        assert_eq!(anchored_windows(&tok, &[4], 3, &regular, 2), vec![1..4]);
+        assert_eq!(anchored_windows(&tok, &[9, 25], 3, &regular, 2), vec![3..6]);
+        // Without regular windows, at most `max`; none with 0.
         assert_eq!(
-            anchored_windows(&tok, &[0, 3, 10, 13], 1, &[]),
+            anchored_windows(&tok, &[0, 3, 10, 13], 1, &[], 2),
             vec![0..1, 1..2]
+        );
+        assert_eq!(
+            anchored_windows(&tok, &[10], 3, &regular, 0),
+            Vec::<Range<usize>>::new()
         );
     }
 

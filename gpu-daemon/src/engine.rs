@@ -1153,9 +1153,10 @@ fn words(text: &str) -> usize {
 
 /// Extra windows of `tok` (`content` tokens each, or to the text's end) that start where a
 /// flagged sentence starts (`starts`: byte offsets, in any order; a window starts at the
-/// token holding the offset), at most `max` (`limits.anchored_windows`): the first flagged sentence starts one, and each flagged
-/// sentence past the end of the last one starts the next. None where one of `windows`
-/// (the text's regular windows) already holds the whole span. Regular windows fall every
+/// token holding the offset), at most `max` (`limits.anchored_windows`): the first flagged
+/// sentence starts one, and each flagged sentence past the end of the last one starts the
+/// next. None where one of `windows` (the text's regular windows) already holds the whole
+/// span. Regular windows fall every
 /// `content - overlap` tokens from the text's start, so where they cut a jailbreak depends
 /// on how much text comes before it: a long template (a persona, then a list of rules) can
 /// score 0.98 in one window of the whole prompt and under 0.8 split over two windows of

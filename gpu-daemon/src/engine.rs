@@ -562,26 +562,30 @@ impl Engine {
                         } else {
                             inputs[req].flagged_within(job.part, job.span).collect()
                         };
-                        let mut sentences =
-                            window_sentences(tok, text, job.range.clone(), usize::MAX, content);
+                        // (token range, byte span) of each sentence of at least MIN_SENTENCE_WORDS words.
+                        let mut sentences: Vec<(Range<usize>, (usize, usize))> =
+                            window_sentences(tok, text, job.range.clone(), usize::MAX, content)
+                                .into_iter()
+                                .map(|r| {
+                                    let span = byte_span(tok, r.clone(), text.len());
+                                    (r, span)
+                                })
+                                .filter(|(_, (a, b))| {
+                                    text.get(*a..*b).map_or(0, words) >= MIN_SENTENCE_WORDS
+                                })
+                                .collect();
                         if !flagged.is_empty() {
-                            let gap = |r: &Range<usize>| {
-                                let (a, b) = byte_span(tok, r.clone(), text.len());
+                            let gap = |&(_, (a, b)): &(Range<usize>, (usize, usize))| {
                                 flagged
                                     .iter()
                                     .map(|f| f.start.saturating_sub(b).max(a.saturating_sub(f.end)))
                                     .min()
                                     .unwrap_or(usize::MAX)
                             };
-                            sentences.sort_by_cached_key(gap);
+                            sentences.sort_by_key(gap);
                         }
-                        sentences.retain(|r| {
-                            let (a, b) = byte_span(tok, r.clone(), text.len());
-                            text.get(a..b).map_or(0, words) >= MIN_SENTENCE_WORDS
-                        });
                         sentences.truncate(MAX_WINDOW_SENTENCES);
-                        for r in sentences {
-                            let span = byte_span(tok, r.clone(), text.len());
+                        for (r, span) in sentences {
                             if !seen.insert((req, job.part, span)) {
                                 continue;
                             }
@@ -1156,12 +1160,11 @@ fn words(text: &str) -> usize {
 /// token holding the offset), at most `max` (`limits.anchored_windows`): the first flagged
 /// sentence starts one, and each flagged sentence past the end of the last one starts the
 /// next. None where one of `windows` (the text's regular windows) already holds the whole
-/// span. Regular windows fall every
-/// `content - overlap` tokens from the text's start, so where they cut a jailbreak depends
-/// on how much text comes before it: a long template (a persona, then a list of rules) can
-/// score 0.98 in one window of the whole prompt and under 0.8 split over two windows of
-/// the compressed one. A window that starts at the template's first flagged sentence holds
-/// the same opening in both.
+/// span. Regular windows fall every `content - overlap` tokens from the text's start, so
+/// where they cut a jailbreak depends on how much text comes before it: a long template (a
+/// persona, then a list of rules) can score 0.98 in one window of the whole prompt and
+/// under 0.8 split over two windows of the compressed one. A window that starts at the
+/// template's first flagged sentence holds the same opening in both.
 fn anchored_windows(
     tok: &TokenizedText,
     starts: &[usize],

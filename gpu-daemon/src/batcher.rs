@@ -1,26 +1,60 @@
-//! Cross-request batching: requests that arrive while the engine is busy
-//! (or within `max_wait_us`) are classified together in one model run per
-//! stage. One engine thread owns the ONNX Runtime sessions; a panic or model
-//! error in a batch fails only that batch's requests, and the thread keeps
+//! Cross-request batching with deadline-aware admission.
+//!
+//! Requests that arrive while the engine is busy (or within `max_wait_us`) are classified
+//! together in one model run per stage. One engine thread owns the ONNX Runtime sessions; a
+//! panic or model error in a batch fails only that batch's requests, and the thread keeps
 //! serving.
+//!
+//! The queue knows each call's deadline (the `grpc-timeout` its caller sent) and keeps a
+//! running estimate of engine time ([`ServiceEstimate`]), so that under overload it answers
+//! at once the calls it cannot finish in time instead of computing answers nobody waits for:
+//!
+//! - **at submit**, a call whose estimated finish (the work queued and running ahead of it,
+//!   then its own) lies past its deadline is refused ([`BatchError::WouldMissDeadline`]);
+//!   the caller (the filter) applies its failure mode at once instead of at its timeout.
+//!   A call without a deadline is admitted as long as the queue has room.
+//! - **when the engine takes a batch**, calls whose caller has gone are dropped, calls whose
+//!   deadline has passed, or would pass before they could finish if started now, are
+//!   answered [`BatchError::Expired`] without being computed, and a batch grows only while
+//!   every call in it can still finish by its deadline.
+//!
+//! Work is counted in units: one per call plus one per KiB of its text (`text` and
+//! `scan_text`), so that a long text weighs more than a short one; the estimate is engine
+//! time per unit, learnt from every batch.
 
+use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
-use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
 use crate::config::BatchingConfig;
 use crate::engine::{ClassifyInput, ClassifyOutput, Engine};
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ShedLabel};
 
 /// Why a request got no result.
-#[derive(Debug, thiserror::Error, Clone)]
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum BatchError {
     /// The queue is full.
     #[error("daemon overloaded: {0} requests queued")]
-    Overloaded(usize),
+    QueueFull(usize),
+    /// Refused at submit: by the estimate, the call would finish after its deadline.
+    #[error(
+        "daemon overloaded: the call would finish in about {} ms, past its deadline in {} ms",
+        .estimate.as_millis(),
+        .budget.as_millis()
+    )]
+    WouldMissDeadline {
+        /// Estimated time from submit to the call's answer.
+        estimate: Duration,
+        /// Time from submit to the call's deadline.
+        budget: Duration,
+    },
+    /// Dropped from the queue unrun: its deadline passed, or would before it could finish.
+    #[error("the call's deadline passed, or would pass before it could be classified, while it was queued")]
+    Expired,
     /// The engine thread has stopped.
     #[error("engine stopped")]
     Stopped,
@@ -32,81 +66,457 @@ pub enum BatchError {
 /// A result plus the time spent queued, microseconds.
 pub type JobResult = Result<(ClassifyOutput, u64), BatchError>;
 
+/// Runs one batch of inputs; one result per input, or an error for the whole batch.
+pub type RunBatch = dyn FnMut(&[ClassifyInput]) -> Result<Vec<ClassifyOutput>, String> + Send;
+
+/// Engine time per work unit assumed before any batch has been measured: conservative (a
+/// 500-token request costs about a third of this per unit on two CPU cores), so that a
+/// daemon that has not measured itself yet admits little work ahead of a deadline.
+pub const SEED_PER_UNIT: Duration = Duration::from_millis(100);
+
+/// The fastest engine time per unit assumed before any batch has been measured. An idle
+/// engine runs a call whose deadline its estimate says it would miss when the call could
+/// finish at the fastest speed seen (see [`Backlog::admit`]); before any measurement, this.
+pub const SEED_FASTEST_PER_UNIT: Duration = Duration::from_millis(5);
+
+/// Weight of a new sample in the running mean (and of a new deviation in the mean
+/// deviation): the smoothing of TCP's retransmission timer (RFC 6298).
+const MEAN_GAIN: f64 = 1.0 / 8.0;
+const DEVIATION_GAIN: f64 = 1.0 / 4.0;
+
+/// Work units of one call: one, plus one per KiB of its text.
+pub fn work_units(input: &ClassifyInput) -> f64 {
+    1.0 + (input.text.len() + input.scan_text.len()) as f64 / 1024.0
+}
+
+/// Running estimate of engine time per work unit, from the batches run so far.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceEstimate {
+    /// Mean seconds per unit.
+    mean: f64,
+    /// Mean absolute deviation of the samples from the mean, seconds per unit.
+    deviation: f64,
+    /// Fewest seconds per unit of any batch.
+    fastest: f64,
+    /// Batches measured.
+    samples: u64,
+}
+
+impl ServiceEstimate {
+    /// An estimate before any measurement: `per_unit` with no deviation, and
+    /// `fastest_per_unit` as the fastest speed seen.
+    pub fn seeded(per_unit: Duration, fastest_per_unit: Duration) -> Self {
+        Self {
+            mean: per_unit.as_secs_f64(),
+            deviation: 0.0,
+            fastest: fastest_per_unit.as_secs_f64(),
+            samples: 0,
+        }
+    }
+
+    /// Takes in a batch of `units` that the engine ran in `elapsed`. The first measurement
+    /// replaces the seed (with half of it as deviation); later ones are smoothed in.
+    pub fn observe(&mut self, elapsed: Duration, units: f64) {
+        if units <= 0.0 {
+            return;
+        }
+        let sample = elapsed.as_secs_f64() / units;
+        if self.samples == 0 {
+            self.mean = sample;
+            self.deviation = sample / 2.0;
+            self.fastest = sample;
+        } else {
+            self.deviation += DEVIATION_GAIN * ((sample - self.mean).abs() - self.deviation);
+            self.mean += MEAN_GAIN * (sample - self.mean);
+            self.fastest = self.fastest.min(sample);
+        }
+        self.samples += 1;
+    }
+
+    /// Seconds per unit that admission plans with: the mean plus the mean deviation.
+    pub fn planned(&self) -> f64 {
+        self.mean + self.deviation
+    }
+
+    /// Mean seconds per unit.
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// Batches measured so far.
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+/// The work the engine has: queued calls and the batch it is running, with the estimate
+/// that turns it into time.
+#[derive(Debug, Clone)]
+pub struct Backlog {
+    /// Calls queued.
+    pub queued: usize,
+    /// Their work units.
+    pub queued_units: f64,
+    /// The batch the engine runs: when it started and its units.
+    pub running: Option<(Instant, f64)>,
+    /// Engine time per unit.
+    pub estimate: ServiceEstimate,
+}
+
+/// How a call was admitted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    /// Its estimated finish is within its deadline, or it has none.
+    Planned,
+    /// The engine is idle, and the call could finish in time at the fastest speed seen,
+    /// though not by the estimate: it runs, so that an estimate grown too pessimistic (a
+    /// slow spell of the machine) is measured again rather than refusing every call
+    /// forever. Never dropped for predicted lateness, only once its deadline has passed.
+    Probe,
+}
+
+impl Backlog {
+    /// An empty backlog.
+    pub fn new(estimate: ServiceEstimate) -> Self {
+        Self {
+            queued: 0,
+            queued_units: 0.0,
+            running: None,
+            estimate,
+        }
+    }
+
+    /// Estimated engine time until everything queued and running is done.
+    pub fn ahead(&self, now: Instant) -> Duration {
+        let per_unit = self.estimate.planned();
+        let running = self
+            .running
+            .map(|(started, units)| {
+                (started + secs(units * per_unit)).saturating_duration_since(now)
+            })
+            .unwrap_or_default();
+        running + secs(self.queued_units * per_unit)
+    }
+
+    /// Whether a call of `units` with `deadline` is admitted at `now`: `Err` holds the
+    /// estimated time to its answer, past its deadline.
+    pub fn admit(
+        &self,
+        now: Instant,
+        units: f64,
+        deadline: Option<Instant>,
+    ) -> Result<Admitted, Duration> {
+        let Some(deadline) = deadline else {
+            return Ok(Admitted::Planned);
+        };
+        let finish = self.ahead(now) + secs(units * self.estimate.planned());
+        if now + finish <= deadline {
+            return Ok(Admitted::Planned);
+        }
+        let idle = self.queued == 0 && self.running.is_none();
+        if idle && now + secs(units * self.estimate.fastest) <= deadline {
+            return Ok(Admitted::Probe);
+        }
+        Err(finish)
+    }
+}
+
 struct Job {
     input: ClassifyInput,
+    units: f64,
     enqueued: Instant,
+    deadline: Option<Instant>,
+    admitted: Admitted,
     reply: oneshot::Sender<JobResult>,
+}
+
+impl Job {
+    /// Whether the job can no longer be answered in time if started at `now`, taking
+    /// `per_unit` seconds per unit: its deadline has passed, or (unless it is a probe)
+    /// would before it could finish.
+    fn hopeless(&self, now: Instant, per_unit: f64) -> bool {
+        self.deadline.is_some_and(|d| {
+            d <= now || (self.admitted != Admitted::Probe && now + secs(self.units * per_unit) > d)
+        })
+    }
+}
+
+struct State {
+    jobs: VecDeque<Job>,
+    backlog: Backlog,
+    /// Every handle has been dropped: the engine thread ends once the queue is empty.
+    closed: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a job is queued or the queue is closed.
+    wake: Condvar,
+    /// Cleared when the engine thread ends.
+    engine_alive: AtomicBool,
+    capacity: usize,
+    metrics: Arc<Metrics>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent across a panic (none can happen while it is held).
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Publishes the backlog's gauges; called with the state locked, after each change.
+    fn publish(&self, state: &State, now: Instant) {
+        let m = &self.metrics;
+        m.queue_depth.set(state.jobs.len() as i64);
+        m.service_time_estimate
+            .set(state.backlog.estimate.planned());
+        m.queued_work.set(state.backlog.ahead(now).as_secs_f64());
+    }
+
+    fn shed(&self, reason: &str, n: usize) {
+        if n > 0 {
+            self.metrics
+                .shed
+                .get_or_create(&ShedLabel {
+                    reason: reason.into(),
+                })
+                .inc_by(n as u64);
+        }
+    }
+}
+
+/// Closes the queue when the last [`Batcher`] handle is dropped.
+struct Closer(Arc<Shared>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.0.lock().closed = true;
+        self.0.wake.notify_all();
+    }
 }
 
 /// Handle used by the gRPC service to submit work.
 #[derive(Clone)]
 pub struct Batcher {
-    tx: SyncSender<Job>,
-    capacity: usize,
-    metrics: Arc<Metrics>,
+    shared: Arc<Shared>,
+    _closer: Arc<Closer>,
+}
+
+/// Marks the engine thread gone when it ends, by return or by panic.
+struct AliveGuard(Arc<Shared>);
+
+impl Drop for AliveGuard {
+    fn drop(&mut self) {
+        self.0.engine_alive.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Batcher {
     /// Starts the engine thread.
     pub fn start(engine: Engine, config: &BatchingConfig, metrics: Arc<Metrics>) -> Self {
-        let (tx, rx) = sync_channel(config.queue_capacity);
-        let max_batch = config.max_batch;
-        let max_wait = Duration::from_micros(config.max_wait_us);
-        let m = metrics.clone();
-        std::thread::Builder::new()
-            .name("semroute-engine".into())
-            .spawn(move || engine_loop(engine, rx, max_batch, max_wait, m))
-            .expect("spawning the engine thread at startup");
-        Self {
-            tx,
+        let mut engine = engine;
+        Self::start_with(
+            Box::new(move |inputs: &[ClassifyInput]| {
+                engine.classify_batch(inputs).map_err(|e| e.to_string())
+            }),
+            config,
+            ServiceEstimate::seeded(SEED_PER_UNIT, SEED_FASTEST_PER_UNIT),
+            metrics,
+        )
+    }
+
+    /// Starts an engine thread that runs batches with `run`, estimating service time from
+    /// `estimate` on.
+    pub fn start_with(
+        run: Box<RunBatch>,
+        config: &BatchingConfig,
+        estimate: ServiceEstimate,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                jobs: VecDeque::new(),
+                backlog: Backlog::new(estimate),
+                closed: false,
+            }),
+            wake: Condvar::new(),
+            engine_alive: AtomicBool::new(true),
             capacity: config.queue_capacity,
             metrics,
+        });
+        shared.publish(&shared.lock(), Instant::now());
+        let max_batch = config.max_batch.max(1);
+        let max_wait = Duration::from_micros(config.max_wait_us);
+        let engine_side = shared.clone();
+        std::thread::Builder::new()
+            .name("semroute-engine".into())
+            .spawn(move || {
+                let _alive = AliveGuard(engine_side.clone());
+                engine_loop(run, &engine_side, max_batch, max_wait)
+            })
+            .expect("spawning the engine thread at startup");
+        Self {
+            _closer: Arc::new(Closer(shared.clone())),
+            shared,
         }
     }
 
-    /// Submits one request and waits for its result.
-    pub async fn classify(&self, input: ClassifyInput) -> JobResult {
-        let (reply, rx) = oneshot::channel();
-        let job = Job {
-            input,
-            enqueued: Instant::now(),
-            reply,
-        };
-        match self.tx.try_send(job) {
-            Ok(()) => self.metrics.queue_depth.inc(),
-            Err(TrySendError::Full(_)) => return Err(BatchError::Overloaded(self.capacity)),
-            Err(TrySendError::Disconnected(_)) => return Err(BatchError::Stopped),
-        };
+    /// Submits one request that must be answered by `deadline` (none: no limit) and waits
+    /// for its result. A call that cannot be answered in time by the estimate is refused
+    /// at once with [`BatchError::WouldMissDeadline`].
+    pub async fn classify(&self, input: ClassifyInput, deadline: Option<Instant>) -> JobResult {
+        let rx = self.submit(input, deadline)?;
         rx.await.unwrap_or(Err(BatchError::Stopped))
+    }
+
+    fn submit(
+        &self,
+        input: ClassifyInput,
+        deadline: Option<Instant>,
+    ) -> Result<oneshot::Receiver<JobResult>, BatchError> {
+        let shared = &self.shared;
+        if !shared.engine_alive.load(Ordering::SeqCst) {
+            return Err(BatchError::Stopped);
+        }
+        let units = work_units(&input);
+        let now = Instant::now();
+        let mut state = shared.lock();
+        if state.jobs.len() >= shared.capacity {
+            drop(state);
+            shared.shed("queue_full", 1);
+            return Err(BatchError::QueueFull(shared.capacity));
+        }
+        let admitted = match state.backlog.admit(now, units, deadline) {
+            Ok(a) => a,
+            Err(estimate) => {
+                drop(state);
+                shared.shed("deadline", 1);
+                let budget = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(now));
+                return Err(BatchError::WouldMissDeadline { estimate, budget });
+            }
+        };
+        let (reply, rx) = oneshot::channel();
+        state.jobs.push_back(Job {
+            input,
+            units,
+            enqueued: now,
+            deadline,
+            admitted,
+            reply,
+        });
+        state.backlog.queued += 1;
+        state.backlog.queued_units += units;
+        shared.publish(&state, now);
+        drop(state);
+        shared.wake.notify_one();
+        Ok(rx)
     }
 }
 
-fn engine_loop(
-    mut engine: Engine,
-    rx: Receiver<Job>,
-    max_batch: usize,
-    max_wait: Duration,
-    metrics: Arc<Metrics>,
-) {
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        let deadline = Instant::now() + max_wait;
-        while jobs.len() < max_batch {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) if max_wait.is_zero() => break,
-                Err(_) => match rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                {
-                    Ok(j) => jobs.push(j),
-                    Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
-                },
+/// What the engine takes from the queue at once.
+struct Take {
+    batch: Vec<Job>,
+    expired: Vec<Job>,
+    abandoned: usize,
+}
+
+/// Removes from `state` the jobs whose caller has gone and those that can no longer be
+/// answered in time (by the mean estimate, starting `now`), then takes up to `max_batch`
+/// jobs in order while every job taken can still finish by its deadline if the batch
+/// starts `now`. The jobs taken count as running.
+fn take(state: &mut State, now: Instant, max_batch: usize) -> Take {
+    let per_unit = state.backlog.estimate.mean();
+    let mut out = Take {
+        batch: Vec::new(),
+        expired: Vec::new(),
+        abandoned: 0,
+    };
+    let mut kept = VecDeque::with_capacity(state.jobs.len());
+    for job in state.jobs.drain(..) {
+        if job.reply.is_closed() {
+            out.abandoned += 1;
+        } else if job.hopeless(now, per_unit) {
+            out.expired.push(job);
+        } else {
+            kept.push_back(job);
+        }
+    }
+    state.jobs = kept;
+    let mut units = 0.0;
+    let mut earliest: Option<Instant> = None;
+    while out.batch.len() < max_batch {
+        let Some(next) = state.jobs.front() else {
+            break;
+        };
+        let with_next = earliest.into_iter().chain(next.deadline).min();
+        if !out.batch.is_empty()
+            && with_next.is_some_and(|d| now + secs((units + next.units) * per_unit) > d)
+        {
+            break;
+        }
+        earliest = with_next;
+        units += next.units;
+        if let Some(job) = state.jobs.pop_front() {
+            out.batch.push(job);
+        }
+    }
+    let b = &mut state.backlog;
+    b.queued = state.jobs.len();
+    b.queued_units = state.jobs.iter().map(|j| j.units).sum();
+    b.running = (!out.batch.is_empty()).then_some((now, units));
+    out
+}
+
+fn engine_loop(mut run: Box<RunBatch>, shared: &Shared, max_batch: usize, max_wait: Duration) {
+    let metrics = &shared.metrics;
+    loop {
+        let mut state = shared.lock();
+        while state.jobs.is_empty() {
+            if state.closed {
+                return;
+            }
+            state = shared.wake.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        if !max_wait.is_zero() {
+            let until = Instant::now() + max_wait;
+            while state.jobs.len() < max_batch {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                state = shared
+                    .wake
+                    .wait_timeout(state, left)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
         }
-        metrics.queue_depth.dec_by(jobs.len() as i64);
-        let abandoned = drop_abandoned(&mut jobs);
+        let now = Instant::now();
+        let Take {
+            batch: jobs,
+            expired,
+            abandoned,
+        } = take(&mut state, now, max_batch);
+        shared.publish(&state, now);
+        drop(state);
+
         if abandoned > 0 {
             metrics.abandoned.inc_by(abandoned as u64);
             tracing::debug!(abandoned, "skipped requests whose caller has gone");
+        }
+        if !expired.is_empty() {
+            shared.shed("expired", expired.len());
+            tracing::debug!(
+                expired = expired.len(),
+                "dropped queued requests that cannot be answered by their deadline"
+            );
+            for job in expired {
+                let _ = job.reply.send(Err(BatchError::Expired));
+            }
         }
         if jobs.is_empty() {
             continue;
@@ -114,23 +524,28 @@ fn engine_loop(
         metrics.batch_size.observe(jobs.len() as f64);
         let started = Instant::now();
         let inputs: Vec<ClassifyInput> = jobs.iter().map(|j| j.input.clone()).collect();
-        let results = run_isolated(&mut engine, &inputs, &metrics);
-        let results = match results {
+        let results = match run_isolated(&mut *run, &inputs, metrics) {
             Ok(r) => r.into_iter().map(Ok).collect::<Vec<_>>(),
             // Retry one by one so that one bad input fails only itself.
             Err(_) if jobs.len() > 1 => inputs
                 .iter()
                 .map(|i| {
-                    run_isolated(&mut engine, std::slice::from_ref(i), &metrics).and_then(
-                        |mut v| {
-                            v.pop()
-                                .ok_or_else(|| BatchError::Engine("empty result".into()))
-                        },
-                    )
+                    run_isolated(&mut *run, std::slice::from_ref(i), metrics).and_then(|mut v| {
+                        v.pop()
+                            .ok_or_else(|| BatchError::Engine("empty result".into()))
+                    })
                 })
                 .collect(),
             Err(e) => vec![Err(e)],
         };
+        let elapsed = started.elapsed();
+        {
+            let mut state = shared.lock();
+            let units = jobs.iter().map(|j| j.units).sum();
+            state.backlog.estimate.observe(elapsed, units);
+            state.backlog.running = None;
+            shared.publish(&state, Instant::now());
+        }
         for (job, result) in jobs.into_iter().zip(results) {
             let queued = started.saturating_duration_since(job.enqueued).as_micros() as u64;
             let _ = job.reply.send(result.map(|o| (o, queued)));
@@ -138,26 +553,26 @@ fn engine_loop(
     }
 }
 
-/// Removes the jobs whose caller has gone (its deadline passed or the call was cancelled, so
-/// the gRPC handler and its reply receiver were dropped) and returns how many. Computing them
-/// would only delay the requests queued behind them, past their own deadlines.
-fn drop_abandoned(jobs: &mut Vec<Job>) -> usize {
-    let before = jobs.len();
-    jobs.retain(|j| !j.reply.is_closed());
-    before - jobs.len()
-}
-
 fn run_isolated(
-    engine: &mut Engine,
+    run: &mut RunBatch,
     inputs: &[ClassifyInput],
     metrics: &Metrics,
 ) -> Result<Vec<ClassifyOutput>, BatchError> {
-    match std::panic::catch_unwind(AssertUnwindSafe(|| engine.classify_batch(inputs))) {
-        Ok(Ok(out)) => Ok(out),
+    match std::panic::catch_unwind(AssertUnwindSafe(|| run(inputs))) {
+        Ok(Ok(out)) if out.len() == inputs.len() => Ok(out),
+        Ok(Ok(out)) => {
+            metrics.engine_failures.inc();
+            tracing::error!(
+                batch = inputs.len(),
+                results = out.len(),
+                "engine gave a result count unlike its batch"
+            );
+            Err(BatchError::Engine("internal error in a model".into()))
+        }
         Ok(Err(e)) => {
             metrics.engine_failures.inc();
             tracing::error!(error = %e, batch = inputs.len(), "engine error");
-            Err(BatchError::Engine(e.to_string()))
+            Err(BatchError::Engine(e))
         }
         Err(_) => {
             metrics.engine_failures.inc();
@@ -174,28 +589,377 @@ fn run_isolated(
 mod tests {
     use super::*;
 
-    fn job() -> (Job, oneshot::Receiver<JobResult>) {
+    const MS: Duration = Duration::from_millis(1);
+
+    fn estimate(per_unit_ms: u64) -> ServiceEstimate {
+        ServiceEstimate::seeded(MS * per_unit_ms as u32, MS)
+    }
+
+    /// An estimate measured once at `per_unit_ms` (deviation: half of it).
+    fn measured(per_unit_ms: u64) -> ServiceEstimate {
+        let mut e = estimate(1000);
+        e.observe(MS * per_unit_ms as u32 * 10, 10.0);
+        e
+    }
+
+    #[test]
+    fn work_units_grow_with_the_text() {
+        let mut input = ClassifyInput::default();
+        assert_eq!(work_units(&input), 1.0);
+        input.text = "a".repeat(2048);
+        assert_eq!(work_units(&input), 3.0);
+        input.scan_text = "b".repeat(512);
+        assert_eq!(work_units(&input), 3.5);
+    }
+
+    #[test]
+    fn the_first_measurement_replaces_the_seed_and_later_ones_are_smoothed() {
+        let mut e = ServiceEstimate::seeded(SEED_PER_UNIT, SEED_FASTEST_PER_UNIT);
+        assert_eq!(e.samples(), 0);
+        assert!((e.planned() - 0.1).abs() < 1e-12);
+        // 4 units in 80 ms: 20 ms per unit, 10 ms of deviation.
+        e.observe(MS * 80, 4.0);
+        assert!((e.mean() - 0.020).abs() < 1e-12);
+        assert!((e.planned() - 0.030).abs() < 1e-12);
+        // 36 ms per unit: the deviation moves by a quarter of (16 - 10) ms, the mean by an
+        // eighth of 16 ms.
+        e.observe(MS * 36, 1.0);
+        assert!((e.mean() - 0.022).abs() < 1e-12, "{e:?}");
+        assert!((e.deviation - 0.0115).abs() < 1e-12, "{e:?}");
+        assert!((e.fastest - 0.020).abs() < 1e-12, "{e:?}");
+        // Steady samples shrink the deviation toward zero.
+        for _ in 0..100 {
+            e.observe(MS * 22, 1.0);
+        }
+        assert!((e.mean() - 0.022).abs() < 1e-4, "{e:?}");
+        assert!(e.deviation < 1e-6, "{e:?}");
+        // A batch of no units teaches nothing.
+        let before = e.clone();
+        e.observe(MS * 500, 0.0);
+        assert_eq!(e, before);
+    }
+
+    #[test]
+    fn admission_counts_the_work_ahead_then_the_call_itself() {
+        let now = Instant::now();
+        // 15 ms per unit planned (10 mean + 5 deviation), nothing ahead.
+        let mut b = Backlog::new(measured(10));
+        assert_eq!(b.ahead(now), Duration::ZERO);
+        // 3 units: 45 ms.
+        assert_eq!(
+            b.admit(now, 3.0, Some(now + MS * 45)),
+            Ok(Admitted::Planned)
+        );
+        assert_eq!(b.admit(now, 3.0, None), Ok(Admitted::Planned));
+        // 5 queued units (75 ms) and a batch of 4 units (60 ms) running for 30 ms.
+        b.queued = 2;
+        b.queued_units = 5.0;
+        b.running = Some((now - MS * 30, 4.0));
+        assert_eq!(b.ahead(now), MS * 105);
+        assert_eq!(
+            b.admit(now, 3.0, Some(now + MS * 150)),
+            Ok(Admitted::Planned)
+        );
+        assert_eq!(b.admit(now, 3.0, Some(now + MS * 149)), Err(MS * 150));
+        // No deadline: admitted whatever is ahead.
+        assert_eq!(b.admit(now, 3.0, None), Ok(Admitted::Planned));
+        // A batch running past its estimate adds nothing more.
+        b.running = Some((now - MS * 500, 4.0));
+        assert_eq!(b.ahead(now), MS * 75);
+    }
+
+    #[test]
+    fn an_idle_engine_probes_with_a_call_that_could_finish_at_the_fastest_speed_seen() {
+        let now = Instant::now();
+        // Mean 100 ms per unit, fastest 10 ms: a slow spell in the past.
+        let mut e = measured(10);
+        for _ in 0..40 {
+            e.observe(MS * 100, 1.0);
+        }
+        assert!(e.planned() > 0.099, "{e:?}");
+        let mut b = Backlog::new(e);
+        // 2 units: 200 ms by the estimate, 20 ms at the fastest speed.
+        assert_eq!(b.admit(now, 2.0, Some(now + MS * 50)), Ok(Admitted::Probe));
+        // Not even at the fastest speed.
+        assert!(b.admit(now, 2.0, Some(now + MS * 19)).is_err());
+        // Not when busy: the queue or the engine.
+        b.queued = 1;
+        b.queued_units = 0.1;
+        assert!(b.admit(now, 2.0, Some(now + MS * 50)).is_err());
+        b.queued = 0;
+        b.queued_units = 0.0;
+        b.running = Some((now, 0.1));
+        assert!(b.admit(now, 2.0, Some(now + MS * 50)).is_err());
+        // A deadline already past is never admitted.
+        let fresh = Backlog::new(estimate(10));
+        assert!(fresh.admit(now, 1.0, Some(now)).is_err());
+    }
+
+    fn job(units: f64, deadline: Option<Instant>) -> (Job, oneshot::Receiver<JobResult>) {
         let (reply, rx) = oneshot::channel();
         let job = Job {
             input: ClassifyInput::default(),
+            units,
             enqueued: Instant::now(),
+            deadline,
+            admitted: Admitted::Planned,
             reply,
         };
         (job, rx)
     }
 
+    fn state(jobs: Vec<Job>, mean_ms: u64) -> State {
+        let mut e = estimate(1000);
+        e.observe(MS * mean_ms as u32, 1.0);
+        let mut backlog = Backlog::new(e);
+        backlog.queued = jobs.len();
+        backlog.queued_units = jobs.iter().map(|j| j.units).sum();
+        State {
+            jobs: jobs.into(),
+            backlog,
+            closed: false,
+        }
+    }
+
     #[test]
-    fn jobs_whose_caller_has_gone_are_dropped() {
-        let (a, rx_a) = job();
-        let (b, rx_b) = job();
-        let (c, _rx_c) = job();
-        drop(rx_b);
-        let mut jobs = vec![a, b, c];
-        assert_eq!(drop_abandoned(&mut jobs), 1);
-        assert_eq!(jobs.len(), 2);
-        drop(rx_a);
-        assert_eq!(drop_abandoned(&mut jobs), 1);
-        assert_eq!(drop_abandoned(&mut jobs), 0);
-        assert_eq!(jobs.len(), 1);
+    fn taking_a_batch_drops_gone_callers_and_hopeless_jobs_and_stops_before_a_deadline() {
+        let now = Instant::now();
+        // 10 ms per unit (mean).
+        let (gone, rx_gone) = job(1.0, None);
+        drop(rx_gone);
+        let (past, _rx_past) = job(1.0, Some(now - MS));
+        let (too_big, _rx_big) = job(5.0, Some(now + MS * 40));
+        let (a, _rx_a) = job(2.0, Some(now + MS * 100));
+        let (b, _rx_b) = job(3.0, None);
+        // With a and b ahead, 2 + 3 + 4 = 9 units = 90 ms: past a's deadline? No (100 ms).
+        let (c, _rx_c) = job(4.0, Some(now + MS * 200));
+        // 9 + 2 = 11 units = 110 ms: past a's 100 ms, so d waits for the next batch.
+        let (d, _rx_d) = job(2.0, None);
+        let (e, _rx_e) = job(1.0, None);
+        let mut s = state(vec![gone, past, too_big, a, b, c, d, e], 10);
+        let t = take(&mut s, now, 8);
+        assert_eq!(t.abandoned, 1);
+        assert_eq!(t.expired.len(), 2);
+        assert_eq!(
+            t.batch.iter().map(|j| j.units).collect::<Vec<_>>(),
+            [2.0, 3.0, 4.0]
+        );
+        assert_eq!(s.jobs.len(), 2);
+        assert_eq!(s.backlog.queued, 2);
+        assert_eq!(s.backlog.queued_units, 3.0);
+        assert_eq!(s.backlog.running, Some((now, 9.0)));
+        // The rest fit one batch; max_batch bounds it.
+        let t = take(&mut s, now, 1);
+        assert_eq!(t.batch.len(), 1);
+        assert_eq!(s.backlog.queued, 1);
+        let t = take(&mut s, now, 8);
+        assert_eq!(t.batch.len(), 1);
+        assert_eq!(s.backlog.running, Some((now, 1.0)));
+        let t = take(&mut s, now, 8);
+        assert!(t.batch.is_empty());
+        assert_eq!(s.backlog.running, None);
+        assert_eq!(s.backlog.queued_units, 0.0);
+    }
+
+    #[test]
+    fn a_job_alone_is_taken_even_when_the_batch_rule_would_stop_it() {
+        let now = Instant::now();
+        // 10 ms per unit: 5 units need 50 ms, the deadline is in 60 ms.
+        let (a, _rx_a) = job(5.0, Some(now + MS * 60));
+        let (b, _rx_b) = job(5.0, Some(now + MS * 200));
+        let mut s = state(vec![a, b], 10);
+        let t = take(&mut s, now, 8);
+        assert_eq!(t.batch.len(), 1, "b would make a late");
+        let t = take(&mut s, now, 8);
+        assert_eq!(t.batch.len(), 1);
+    }
+
+    #[test]
+    fn a_probe_is_dropped_only_once_its_deadline_has_passed() {
+        let now = Instant::now();
+        let (mut p, _rx) = job(5.0, Some(now + MS * 10));
+        p.admitted = Admitted::Probe;
+        assert!(!p.hopeless(now, 0.010));
+        assert!(p.hopeless(now + MS * 10, 0.010));
+        p.admitted = Admitted::Planned;
+        assert!(p.hopeless(now, 0.010));
+    }
+
+    fn config(max_batch: usize, queue_capacity: usize) -> BatchingConfig {
+        BatchingConfig {
+            max_batch,
+            max_wait_us: 0,
+            queue_capacity,
+        }
+    }
+
+    /// A fake engine that sleeps `per_call` per input and counts the inputs it ran.
+    fn sleepy(per_call: Duration, ran: Arc<std::sync::atomic::AtomicUsize>) -> Box<RunBatch> {
+        Box::new(move |inputs: &[ClassifyInput]| {
+            std::thread::sleep(per_call * inputs.len() as u32);
+            ran.fetch_add(inputs.len(), Ordering::SeqCst);
+            Ok(inputs.iter().map(|_| ClassifyOutput::default()).collect())
+        })
+    }
+
+    fn shed(metrics: &Metrics, reason: &str) -> u64 {
+        metrics
+            .shed
+            .get_or_create(&ShedLabel {
+                reason: reason.into(),
+            })
+            .get()
+    }
+
+    #[tokio::test]
+    async fn a_job_whose_deadline_passes_in_the_queue_is_never_run() {
+        let metrics = Metrics::new();
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        // The estimate says 1 ms per unit; the engine takes 300 ms per call.
+        let b = Batcher::start_with(
+            sleepy(MS * 300, ran.clone()),
+            &config(1, 16),
+            ServiceEstimate::seeded(MS, MS),
+            metrics.clone(),
+        );
+        let first = tokio::spawn({
+            let b = b.clone();
+            async move { b.classify(ClassifyInput::default(), None).await }
+        });
+        tokio::time::sleep(MS * 50).await;
+        // Admitted (1 ms ahead by the estimate), expired when the engine reaches it.
+        let late = b
+            .classify(ClassifyInput::default(), Some(Instant::now() + MS * 100))
+            .await;
+        assert_eq!(late.unwrap_err(), BatchError::Expired);
+        assert!(first.await.unwrap().is_ok());
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(shed(&metrics, "expired"), 1);
+        assert_eq!(shed(&metrics, "deadline"), 0);
+        // The engine measured itself: about 300 ms per unit now.
+        assert!(metrics.service_time_estimate.get() > 0.1);
+    }
+
+    #[tokio::test]
+    async fn an_overloaded_batcher_refuses_at_once_what_it_cannot_finish_in_time() {
+        let metrics = Metrics::new();
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let b = Batcher::start_with(
+            sleepy(MS * 40, ran.clone()),
+            &config(1, 64),
+            ServiceEstimate::seeded(MS * 40, MS),
+            metrics.clone(),
+        );
+        // Measure: one call.
+        b.classify(ClassifyInput::default(), None).await.unwrap();
+        let deadline = MS * 400;
+        let calls: Vec<_> = (0..30)
+            .map(|_| {
+                let b = b.clone();
+                tokio::spawn(async move {
+                    let t = Instant::now();
+                    let r = b
+                        .classify(ClassifyInput::default(), Some(t + deadline))
+                        .await;
+                    (r.map(|_| ()), t.elapsed())
+                })
+            })
+            .collect();
+        let mut served = 0;
+        let mut refused = 0;
+        for c in calls {
+            match c.await.unwrap() {
+                (Ok(()), took) => {
+                    served += 1;
+                    assert!(took < deadline * 2, "{took:?}");
+                }
+                (Err(BatchError::WouldMissDeadline { .. }), took) => {
+                    refused += 1;
+                    assert!(took < deadline / 2, "refused after {took:?}");
+                }
+                (Err(e), _) => panic!("unexpected {e:?}"),
+            }
+        }
+        assert!(
+            served >= 1 && refused >= 1,
+            "{served} served, {refused} refused"
+        );
+        assert_eq!(shed(&metrics, "deadline"), refused);
+        assert_eq!(ran.load(Ordering::SeqCst), 1 + served as usize);
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_refuses_and_calls_without_deadline_wait() {
+        let metrics = Metrics::new();
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let b = Batcher::start_with(
+            sleepy(MS * 30, ran.clone()),
+            &config(1, 2),
+            ServiceEstimate::seeded(MS, MS),
+            metrics.clone(),
+        );
+        let calls: Vec<_> = (0..8)
+            .map(|_| {
+                let b = b.clone();
+                tokio::spawn(async move { b.classify(ClassifyInput::default(), None).await })
+            })
+            .collect();
+        let mut full = 0;
+        for c in calls {
+            match c.await.unwrap() {
+                Ok(_) => {}
+                Err(BatchError::QueueFull(2)) => full += 1,
+                Err(e) => panic!("unexpected {e:?}"),
+            }
+        }
+        assert!(full >= 1);
+        assert_eq!(shed(&metrics, "queue_full"), full);
+        assert_eq!(ran.load(Ordering::SeqCst), 8 - full as usize);
+    }
+
+    #[tokio::test]
+    async fn a_failing_input_fails_only_itself() {
+        let metrics = Metrics::new();
+        let run: Box<RunBatch> = Box::new(|inputs: &[ClassifyInput]| {
+            if inputs.iter().any(|i| i.text == "bad") {
+                panic!("bad input");
+            }
+            Ok(inputs.iter().map(|_| ClassifyOutput::default()).collect())
+        });
+        let b = Batcher::start_with(
+            run,
+            &config(8, 16),
+            ServiceEstimate::seeded(MS, MS),
+            metrics.clone(),
+        );
+        let bad = ClassifyInput {
+            text: "bad".into(),
+            ..Default::default()
+        };
+        assert!(matches!(
+            b.classify(bad, None).await,
+            Err(BatchError::Engine(_))
+        ));
+        assert!(b.classify(ClassifyInput::default(), None).await.is_ok());
+        assert_eq!(metrics.engine_failures.get(), 1);
+    }
+
+    #[test]
+    fn the_engine_thread_ends_when_every_handle_is_gone() {
+        let metrics = Metrics::new();
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let b = Batcher::start_with(
+            sleepy(MS, ran),
+            &config(1, 4),
+            ServiceEstimate::seeded(MS, MS),
+            metrics,
+        );
+        let shared = b.shared.clone();
+        drop(b);
+        let until = Instant::now() + Duration::from_secs(10);
+        while shared.engine_alive.load(Ordering::SeqCst) {
+            assert!(Instant::now() < until, "engine thread still running");
+            std::thread::sleep(MS);
+        }
     }
 }

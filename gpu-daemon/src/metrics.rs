@@ -10,6 +10,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 /// Label set naming a signal.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -30,6 +31,15 @@ pub struct StageLabel {
 pub struct CodeLabel {
     /// gRPC status code name, snake case (`ok`, `invalid_argument`, `cancelled`, ...).
     pub code: String,
+}
+
+/// Label set naming why a call was refused without being classified.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShedLabel {
+    /// `deadline` (refused at submit: estimated to finish past its deadline), `queue_full`
+    /// or `expired` (dropped from the queue unrun: its deadline passed, or would before it
+    /// could finish).
+    pub reason: String,
 }
 
 /// All daemon metrics.
@@ -56,6 +66,14 @@ pub struct Metrics {
     pub engine_failures: Counter,
     /// Requests skipped because their caller had gone before the engine reached them.
     pub abandoned: Counter,
+    /// Calls refused unclassified, by reason.
+    pub shed: Family<ShedLabel, Counter>,
+    /// Engine time per work unit (a call: one unit plus one per KiB of text) that admission
+    /// plans with, seconds: the running mean plus the mean deviation.
+    pub service_time_estimate: Gauge<f64, AtomicU64>,
+    /// Estimated engine time of the work queued and running, seconds: how long a call
+    /// arriving now would wait before the engine starts it.
+    pub queued_work: Gauge<f64, AtomicU64>,
 }
 
 /// Upper bound of the first latency bucket, seconds (0.5 ms).
@@ -88,6 +106,9 @@ impl Metrics {
         let queue_depth = Gauge::default();
         let engine_failures = Counter::default();
         let abandoned = Counter::default();
+        let shed = Family::<ShedLabel, Counter>::default();
+        let service_time_estimate = Gauge::<f64, AtomicU64>::default();
+        let queued_work = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "classify_requests",
             "Classify calls by gRPC status code",
@@ -133,6 +154,21 @@ impl Metrics {
             "Requests skipped because their caller had gone (deadline passed or call cancelled) before the engine reached them",
             abandoned.clone(),
         );
+        registry.register(
+            "shed_requests",
+            "Calls refused without being classified: deadline (estimated to finish past the call's deadline, refused at once), queue_full, expired (dropped from the queue unrun: the deadline passed, or would before the call could finish)",
+            shed.clone(),
+        );
+        registry.register(
+            "service_time_estimate_seconds",
+            "Engine time per work unit (one per call plus one per KiB of its text) that admission plans with: running mean plus mean deviation",
+            service_time_estimate.clone(),
+        );
+        registry.register(
+            "queued_work_seconds",
+            "Estimated engine time of the work queued and running: the wait of a call arriving now before the engine starts it",
+            queued_work.clone(),
+        );
         Arc::new(Self {
             registry,
             requests,
@@ -144,6 +180,9 @@ impl Metrics {
             queue_depth,
             engine_failures,
             abandoned,
+            shed,
+            service_time_estimate,
+            queued_work,
         })
     }
 

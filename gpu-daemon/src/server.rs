@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
 use semroute_proto::v1::{
@@ -157,6 +157,48 @@ pub fn to_response(
     }
 }
 
+/// The gRPC status of a call the batcher did not answer: UNAVAILABLE for work refused
+/// (queue full, or estimated to finish past the call's deadline: the caller applies its
+/// failure mode at once) or an engine that has stopped, DEADLINE_EXCEEDED for a call
+/// dropped from the queue once it could no longer be answered in time, INTERNAL for a
+/// model failure.
+fn batch_status(e: BatchError) -> Status {
+    match e {
+        BatchError::QueueFull(_) | BatchError::WouldMissDeadline { .. } | BatchError::Stopped => {
+            Status::unavailable(e.to_string())
+        }
+        BatchError::Expired => Status::deadline_exceeded(e.to_string()),
+        BatchError::Engine(m) => Status::internal(m),
+    }
+}
+
+/// Parses a `grpc-timeout` header value (gRPC over HTTP/2: 1 to 8 ASCII digits, then the
+/// unit `H`, `M`, `S`, `m`, `u` or `n`). `None` for anything else.
+pub fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    let digits = value.get(..value.len().checked_sub(1)?)?;
+    if digits.is_empty() || digits.len() > 8 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u64 = digits.parse().ok()?;
+    Some(match &value[digits.len()..] {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+/// The deadline of a call received at `now`: `now` plus its `grpc-timeout` (which Envoy
+/// sends for a gRPC call with a timeout, such as the filter's `daemon.timeout_ms`). `None`
+/// when the header is absent or malformed (tonic then enforces no timeout either).
+pub fn call_deadline(metadata: &tonic::metadata::MetadataMap, now: Instant) -> Option<Instant> {
+    let timeout = parse_grpc_timeout(metadata.get("grpc-timeout")?.to_str().ok()?)?;
+    now.checked_add(timeout)
+}
+
 /// The `code` label of a gRPC status code: its name in the gRPC specification, lowercase
 /// (`ok`, `invalid_argument`, `deadline_exceeded`, ...).
 fn code_name(code: tonic::Code) -> &'static str {
@@ -246,6 +288,7 @@ impl Classifier for ClassifierService {
         &self,
         request: Request<ClassifyRequest>,
     ) -> Result<Response<ClassifyResponse>, Status> {
+        let deadline = call_deadline(request.metadata(), Instant::now());
         let req = request.into_inner();
         let request_id = req.request_id.clone();
         // Records the call's code and latency when it ends, also when tonic drops this
@@ -269,12 +312,11 @@ impl Classifier for ClassifierService {
                         .inc();
                 }
             }
-            let (out, queue_us) = self.batcher.classify(input).await.map_err(|e| match e {
-                BatchError::Overloaded(_) | BatchError::Stopped => {
-                    Status::unavailable(e.to_string())
-                }
-                BatchError::Engine(m) => Status::internal(m),
-            })?;
+            let (out, queue_us) = self
+                .batcher
+                .classify(input, deadline)
+                .await
+                .map_err(batch_status)?;
             if out.truncated {
                 self.metrics.truncated.inc();
             }
@@ -411,6 +453,79 @@ mod tests {
             assert!(seen.insert(code_name(code)));
         }
         assert_eq!(code_name(tonic::Code::InvalidArgument), "invalid_argument");
+    }
+
+    #[test]
+    fn grpc_timeouts_parse_in_every_unit_and_nothing_else_does() {
+        for (value, want) in [
+            ("1H", Duration::from_secs(3600)),
+            ("2M", Duration::from_secs(120)),
+            ("3S", Duration::from_secs(3)),
+            ("1000m", Duration::from_millis(1000)),
+            ("999984m", Duration::from_millis(999_984)),
+            ("250u", Duration::from_micros(250)),
+            ("7n", Duration::from_nanos(7)),
+            ("0m", Duration::ZERO),
+            ("00000001S", Duration::from_secs(1)),
+            ("99999999H", Duration::from_secs(99_999_999 * 3600)),
+        ] {
+            assert_eq!(parse_grpc_timeout(value), Some(want), "{value}");
+        }
+        for bad in [
+            "",
+            "m",
+            "S",
+            "10",
+            "10s",
+            "10ms",
+            "1.5S",
+            "-1S",
+            "+1S",
+            " 1S",
+            "1S ",
+            "123456789m",
+            "1x",
+            "١S",
+            "1mm",
+        ] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_call_deadline_is_its_arrival_plus_its_grpc_timeout() {
+        let now = Instant::now();
+        let mut m = tonic::metadata::MetadataMap::new();
+        assert_eq!(call_deadline(&m, now), None);
+        m.insert("grpc-timeout", "1000m".parse().unwrap());
+        assert_eq!(call_deadline(&m, now), Some(now + Duration::from_secs(1)));
+        m.insert("grpc-timeout", "soon".parse().unwrap());
+        assert_eq!(call_deadline(&m, now), None);
+    }
+
+    #[test]
+    fn refusals_are_unavailable_and_expiry_deadline_exceeded() {
+        use tonic::Code;
+        for (e, code) in [
+            (BatchError::QueueFull(4), Code::Unavailable),
+            (
+                BatchError::WouldMissDeadline {
+                    estimate: Duration::from_millis(1500),
+                    budget: Duration::from_millis(1000),
+                },
+                Code::Unavailable,
+            ),
+            (BatchError::Stopped, Code::Unavailable),
+            (BatchError::Expired, Code::DeadlineExceeded),
+            (BatchError::Engine("x".into()), Code::Internal),
+        ] {
+            assert_eq!(batch_status(e).code(), code);
+        }
+        let m = batch_status(BatchError::WouldMissDeadline {
+            estimate: Duration::from_millis(1500),
+            budget: Duration::from_millis(1000),
+        });
+        assert!(m.message().contains("1500 ms"), "{}", m.message());
     }
 
     #[test]

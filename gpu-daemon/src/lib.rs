@@ -8,6 +8,7 @@ pub mod encoded;
 pub mod engine;
 pub mod invisible;
 pub mod metrics;
+pub mod model_check;
 pub mod models;
 pub mod pii;
 pub mod runtime;

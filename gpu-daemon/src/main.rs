@@ -13,6 +13,7 @@ use semroute_daemon::engine::{
     embed_texts, text_ranges, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
 };
 use semroute_daemon::metrics::{self, Metrics};
+use semroute_daemon::model_check::{run_check, CheckKind, CheckOptions};
 use semroute_daemon::models::encoder::SentenceEncoder;
 use semroute_daemon::pii::Source;
 use semroute_daemon::server::{self, ClassifierService};
@@ -122,6 +123,56 @@ enum ModelCommand {
         #[arg(long)]
         no_verify: bool,
     },
+    /// Compare a candidate graph (prepared, fused, quantized) with a reference
+    /// graph on a file of texts; exit non-zero, naming the failure, when it is
+    /// below the thresholds.
+    Check {
+        /// What the graphs compute.
+        #[arg(long, value_enum)]
+        kind: CheckKind,
+        /// Reference ONNX graph.
+        #[arg(long)]
+        reference: PathBuf,
+        /// Candidate ONNX graph.
+        #[arg(long)]
+        candidate: PathBuf,
+        /// The model's `tokenizer.json`.
+        #[arg(long)]
+        tokenizer: PathBuf,
+        /// Texts, one per line.
+        #[arg(long, default_value = "models/check_texts.txt")]
+        texts: PathBuf,
+        /// Smallest accepted cosine of mean-pooled embeddings of any one text
+        /// (embedding).
+        #[arg(long, default_value_t = 0.97)]
+        min_cosine: f64,
+        /// Smallest accepted mean over the texts of that cosine (embedding).
+        #[arg(long, default_value_t = 0.99)]
+        min_mean_cosine: f64,
+        /// Smallest accepted share of tokens with the same argmax label
+        /// (token-classification).
+        #[arg(long, default_value_t = 0.99)]
+        min_argmax_agreement: f64,
+        /// Smallest accepted share of the same argmax label over the tokens
+        /// either graph labels as non-background (token-classification).
+        #[arg(long, default_value_t = 0.95)]
+        min_entity_agreement: f64,
+        /// Longest input, special tokens included (longer texts are cut).
+        #[arg(long, default_value_t = 512)]
+        max_tokens: usize,
+        /// Timed runs per graph at the longest text (0: no timing).
+        #[arg(long, default_value_t = 5)]
+        timing_runs: usize,
+        /// Also time both graphs at these input lengths (comma-separated).
+        #[arg(long, value_delimiter = ',')]
+        time_lengths: Vec<usize>,
+        /// Intra-op threads.
+        #[arg(long, default_value_t = 2)]
+        intra_threads: usize,
+        /// Write the report as JSON to this file.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
 }
 
 fn init_tracing() {
@@ -172,6 +223,42 @@ fn main() -> anyhow::Result<()> {
                     no_verify,
                 },
         } => fuse_attention(&input, &output, config, probe_len, no_verify),
+        Command::Model {
+            command:
+                ModelCommand::Check {
+                    kind,
+                    reference,
+                    candidate,
+                    tokenizer,
+                    texts,
+                    min_cosine,
+                    min_mean_cosine,
+                    min_argmax_agreement,
+                    min_entity_agreement,
+                    max_tokens,
+                    timing_runs,
+                    time_lengths,
+                    intra_threads,
+                    report,
+                },
+        } => model_check(
+            &CheckOptions {
+                kind,
+                reference,
+                candidate,
+                tokenizer,
+                texts,
+                min_cosine,
+                min_mean_cosine,
+                min_argmax_agreement,
+                min_entity_agreement,
+                max_tokens,
+                timing_runs,
+                time_lengths,
+            },
+            intra_threads,
+            report,
+        ),
     }
 }
 
@@ -454,5 +541,31 @@ fn fuse_attention(
             .map(|c| format!(" (config {})", c.display()))
             .unwrap_or_default()
     );
+    Ok(())
+}
+
+fn model_check(
+    options: &CheckOptions,
+    intra_threads: usize,
+    report_path: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let runtime = semroute_daemon::config::RuntimeConfig {
+        intra_threads,
+        ..Default::default()
+    };
+    let report = run_check(options, &runtime)?;
+    println!("{report}");
+    if let Some(p) = report_path {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(&p, json + "\n").with_context(|| format!("writing {}", p.display()))?;
+    }
+    if !report.passed {
+        anyhow::bail!(
+            "check failed: {} against {}: {}",
+            options.candidate.display(),
+            options.reference.display(),
+            report.failures.join("; ")
+        );
+    }
     Ok(())
 }

@@ -26,12 +26,17 @@ ENVOY_BIN := $(BUILD)/envoy/envoy
 ORT_LIB := $(BUILD)/onnxruntime/libonnxruntime.so
 MINILM_DIR := $(BUILD)/models/minilm
 RAMPART_DIR := $(BUILD)/models/rampart
+PREPARED_MINILM_DIR := $(BUILD)/models/prepared/minilm
+PREPARED_RAMPART_DIR := $(BUILD)/models/prepared/rampart
+# Model preparation tooling (offline, Python); the runtime stays Rust.
+PREPARE_PKGS := onnx==1.23.2 onnxruntime==$(ORT_VERSION) safetensors==0.8.0 numpy==2.4.6
+VENV_STAMP := $(VENV)/.prepare-packages
 WASM := target/wasm32-wasip1/release/semroute_filter.wasm
 
 export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
 export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: help setup models envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads
+.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads
 
 help:
 	@echo "make run | make test | make bench | make eval | make setup | make clean"
@@ -92,7 +97,25 @@ envoy: $(ENVOY_BIN)
 ort: $(ORT_LIB)
 models: $(MINILM_DIR)/model.onnx $(RAMPART_DIR)/config.json
 
-setup: wasm-target envoy ort models
+# Python environment of the model preparation, reinstalled when the pinned
+# versions change.
+venv:
+	@if ! grep -qxF '$(PREPARE_PKGS)' $(VENV_STAMP) 2>/dev/null; then \
+		set -e; \
+		test -x $(VPY) || $(PYTHON) -m venv $(VENV); \
+		$(VPY) -m pip install --quiet $(PREPARE_PKGS); \
+		echo '$(PREPARE_PKGS)' > $(VENV_STAMP); \
+	fi
+
+# Served graphs built from the registry weights: MiniLM fp32 rebuilt from its
+# safetensors, Rampart's 4-bit weights dequantized, attention fused, int8
+# weights, each checked against its fp32 source (fails the build when a check
+# fails). Cached by content hash: a no-op when nothing changed. The shipped
+# graphs in $(MINILM_DIR) and $(RAMPART_DIR) stay as they are.
+prepared: models ort venv daemon
+	$(VPY) scripts/prepare_models.py
+
+setup: wasm-target envoy ort models prepared
 
 # ---------------------------------------------------------------- build
 

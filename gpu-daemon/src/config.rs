@@ -53,6 +53,20 @@ pub enum ExecutionProviderKind {
     Migraphx,
 }
 
+/// How ONNX Runtime sessions get their intra-op threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ThreadPoolKind {
+    /// Each session has its own pool of `runtime.intra_threads` threads (0: the cores
+    /// shared out between the encoder and the PII model, which run side by side). On two
+    /// cores each model then runs on a core of its own, with no thread hand-offs.
+    #[default]
+    PerSession,
+    /// One process-wide pool of `runtime.intra_threads` threads (0: one per core) for all
+    /// sessions, which then take turns on every core.
+    Shared,
+}
+
 /// Top-level daemon configuration.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -71,6 +85,8 @@ pub struct DaemonConfig {
     pub batching: BatchingConfig,
     /// Models per signal.
     pub models: ModelsConfig,
+    /// Result cache of model passes.
+    pub cache: CacheConfig,
 }
 
 impl Default for DaemonConfig {
@@ -83,6 +99,7 @@ impl Default for DaemonConfig {
             limits: LimitsConfig::default(),
             batching: BatchingConfig::default(),
             models: ModelsConfig::default(),
+            cache: CacheConfig::default(),
         }
     }
 }
@@ -102,6 +119,8 @@ pub struct RuntimeConfig {
     pub intra_threads: usize,
     /// Inter-op threads per session.
     pub inter_threads: usize,
+    /// Per-session or one shared intra-op thread pool.
+    pub thread_pool: ThreadPoolKind,
 }
 
 impl Default for RuntimeConfig {
@@ -112,6 +131,7 @@ impl Default for RuntimeConfig {
             device_id: 0,
             intra_threads: 0,
             inter_threads: 1,
+            thread_pool: ThreadPoolKind::PerSession,
         }
     }
 }
@@ -139,6 +159,11 @@ pub struct LimitsConfig {
     /// `engine::windows_to_refine`). Texts without flagged sentences that score below it
     /// cost no extra encoder pass. 1: off, for both.
     pub jailbreak_sentences_from: f32,
+    /// Jailbreak: the extra passes (sentences scored alone, the filter's flagged sentences
+    /// alone) run only while the text's best score is below this. They can only raise the
+    /// maximum, so past the block threshold they cannot change the decision. Keep it at or
+    /// above the filter's `jailbreak.threshold`; 1: always run them.
+    pub jailbreak_refine_below: f32,
     /// Jailbreak: most other readings of each text scored besides the text as written
     /// (0..=8), each costing as many encoder windows as the text: the text with invisible
     /// characters as spaces, then as written, each with look-alike letters folded and
@@ -159,12 +184,34 @@ impl Default for LimitsConfig {
     fn default() -> Self {
         Self {
             max_text_bytes: 1 << 20,
-            max_seq_len: 256,
+            max_seq_len: 512,
             window_overlap: 64,
             max_windows: 64,
             jailbreak_sentences_from: 0.3,
+            jailbreak_refine_below: 0.8,
             max_readings: 3,
             anchored_windows: 2,
+        }
+    }
+}
+
+/// Bounds of the result caches: model outputs per exact model input (a window or a
+/// sentence as token ids), least recently used evicted first. 0 turns a cache off.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CacheConfig {
+    /// Bytes of pooled encoder embeddings (about 1.5 KiB plus the ids per entry).
+    pub encoder_bytes: usize,
+    /// Bytes of PII token-classifier logits (tokens x labels x 4 bytes plus the ids per
+    /// entry: about 70 KiB for a 512-token window of Rampart's 35 labels).
+    pub pii_bytes: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        Self {
+            encoder_bytes: 8 << 20,
+            pii_bytes: 24 << 20,
         }
     }
 }
@@ -302,6 +349,9 @@ impl DaemonConfig {
         }
         if l.max_text_bytes == 0 {
             return Err(invalid("limits.max_text_bytes", "must be at least 1"));
+        }
+        if !(0.0..=1.0).contains(&l.jailbreak_refine_below) {
+            return Err(invalid("limits.jailbreak_refine_below", "must be in 0..=1"));
         }
         if !(0.0..=1.0).contains(&l.jailbreak_sentences_from) {
             return Err(invalid(

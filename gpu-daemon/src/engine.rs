@@ -7,6 +7,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::time::Instant;
 
+use crate::cache::{CacheStats, ResultCache};
 use crate::config::{DaemonConfig, LimitsConfig, PiiConfig, SequenceSignalConfig};
 use crate::confusable::{ascii_forms, latin_reading};
 use crate::encoded::encoded_reading;
@@ -16,6 +17,7 @@ use crate::models::head::{softmax, LinearHead};
 use crate::models::hf_dir::HfClassifier;
 use crate::models::windows::{plan_windows, TokenizedText, WindowTokenizer};
 use crate::models::ModelError;
+use crate::passes::{run_cached, run_sorted, Passes, Source};
 use crate::pii::{self, bio, Entity};
 use crate::runtime::ActiveProvider;
 
@@ -182,8 +184,14 @@ pub struct PiiOutput {
 pub struct StageTimings {
     /// Tokenisation.
     pub tokenize_us: u64,
-    /// Model runs (shared by the batch).
+    /// Model runs (shared by the batch), wall time: the encoder and the PII model run side
+    /// by side, so this is the longer of [`Self::encoder_us`] and [`Self::pii_us`] when both
+    /// ran.
     pub inference_us: u64,
+    /// Encoder (or sequence classifier) runs.
+    pub encoder_us: u64,
+    /// PII token-classifier runs.
+    pub pii_us: u64,
     /// Heads, decoding and patterns.
     pub postprocess_us: u64,
 }
@@ -201,6 +209,14 @@ pub struct ClassifyOutput {
     pub truncated: bool,
     /// Encoder tokens of `text`.
     pub input_tokens: u32,
+    /// Tokens this request ran through the encoder or the sequence classifiers, special
+    /// tokens included, over every window, sentence and reading (cache hits and sequences
+    /// repeated within the batch not counted): what the request cost.
+    pub encoder_tokens: u32,
+    /// The same for the PII token classifier.
+    pub pii_tokens: u32,
+    /// Model passes answered from the result cache.
+    pub cached_passes: u32,
     /// Stage timings.
     pub timings: StageTimings,
 }
@@ -228,18 +244,37 @@ pub struct ModelNames {
     pub entries: Vec<(&'static str, String)>,
 }
 
-/// Loaded models and limits.
+/// Loaded models and limits. The sequence signals (domain and jailbreak, on the shared
+/// encoder) and the PII signal own disjoint models, so one batch runs both side by side
+/// (see [`Engine::classify_batch`]).
 pub struct Engine {
+    seq: SequenceSignals,
+    pii: PiiSignal,
+    /// Model names for responses.
+    pub names: ModelNames,
+}
+
+/// The domain and jailbreak signals: the shared encoder with linear heads, or classifier
+/// directories of their own.
+struct SequenceSignals {
     encoder: Option<SentenceEncoder>,
     domain: SequenceModel,
     jailbreak: SequenceModel,
     jailbreak_positive: usize,
+    limits: LimitsConfig,
+    max_batch: usize,
+    /// Pooled encoder embeddings `[hidden]` per exact window or sentence.
+    cache: ResultCache,
+}
+
+/// The PII signal: the token classifier and the validated patterns.
+struct PiiSignal {
     pii_model: Option<HfClassifier>,
     pii: PiiConfig,
     limits: LimitsConfig,
     max_batch: usize,
-    /// Model names for responses.
-    pub names: ModelNames,
+    /// Token-classifier logits `[tokens * labels]` per exact window.
+    cache: ResultCache,
 }
 
 fn load_sequence(
@@ -335,14 +370,22 @@ impl Engine {
             },
         ));
         Ok(Self {
-            encoder,
-            domain,
-            jailbreak,
-            jailbreak_positive,
-            pii_model,
-            pii: m.pii.clone(),
-            limits: config.limits.clone(),
-            max_batch: config.batching.max_batch,
+            seq: SequenceSignals {
+                encoder,
+                domain,
+                jailbreak,
+                jailbreak_positive,
+                limits: config.limits.clone(),
+                max_batch: config.batching.max_batch,
+                cache: ResultCache::new(config.cache.encoder_bytes),
+            },
+            pii: PiiSignal {
+                pii_model,
+                pii: m.pii.clone(),
+                limits: config.limits.clone(),
+                max_batch: config.batching.max_batch,
+                cache: ResultCache::new(config.cache.pii_bytes),
+            },
             names,
         })
     }
@@ -350,15 +393,15 @@ impl Engine {
     /// Execution providers in use, per model, for the startup log.
     pub fn providers(&self) -> Vec<(String, ActiveProvider)> {
         let mut v = Vec::new();
-        if let Some(e) = &self.encoder {
+        if let Some(e) = &self.seq.encoder {
             v.push((e.name.clone(), e.provider));
         }
-        for m in [&self.domain, &self.jailbreak] {
+        for m in [&self.seq.domain, &self.seq.jailbreak] {
             if let SequenceModel::Classifier(c) = m {
                 v.push((c.name.clone(), c.provider));
             }
         }
-        if let Some(p) = &self.pii_model {
+        if let Some(p) = &self.pii.pii_model {
             v.push((p.name.clone(), p.provider));
         }
         v
@@ -366,18 +409,72 @@ impl Engine {
 
     /// Classifies a batch of requests. Each request gets its own result;
     /// an error fails the whole batch (the caller retries requests singly).
+    ///
+    /// The PII model runs on a second thread while the encoder runs on this one, so a
+    /// request's latency is the longer of the two passes, not their sum. A panic on
+    /// either side is passed on to the caller.
     pub fn classify_batch(
         &mut self,
         inputs: &[ClassifyInput],
     ) -> Result<Vec<ClassifyOutput>, EngineError> {
-        let mut outputs: Vec<ClassifyOutput> =
-            inputs.iter().map(|_| ClassifyOutput::default()).collect();
-        self.run_sequence_signals(inputs, &mut outputs)?;
-        self.run_pii(inputs, &mut outputs)?;
+        let blank = || -> Vec<ClassifyOutput> {
+            inputs.iter().map(|_| ClassifyOutput::default()).collect()
+        };
+        let mut outputs = blank();
+        let mut pii_outputs = blank();
+        let wants_pii = inputs.iter().any(|i| i.signals.pii);
+        let wants_seq = inputs
+            .iter()
+            .any(|i| i.signals.domain || i.signals.jailbreak);
+        let (seq, pii) = (&mut self.seq, &mut self.pii);
+        let (seq_result, pii_result) = if wants_pii && wants_seq {
+            std::thread::scope(|s| {
+                let pii_thread = s.spawn(|| pii.run(inputs, &mut pii_outputs));
+                let seq_result = seq.run(inputs, &mut outputs);
+                let pii_result = pii_thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                (seq_result, pii_result)
+            })
+        } else {
+            (
+                seq.run(inputs, &mut outputs),
+                pii.run(inputs, &mut pii_outputs),
+            )
+        };
+        seq_result?;
+        pii_result?;
+        let concurrent = wants_pii && wants_seq;
+        for (o, p) in outputs.iter_mut().zip(pii_outputs) {
+            o.pii = p.pii;
+            o.truncated |= p.truncated;
+            o.pii_tokens = p.pii_tokens;
+            o.cached_passes += p.cached_passes;
+            let t = &mut o.timings;
+            t.tokenize_us += p.timings.tokenize_us;
+            t.encoder_us = t.inference_us;
+            t.pii_us = p.timings.inference_us;
+            t.inference_us = if concurrent {
+                t.encoder_us.max(t.pii_us)
+            } else {
+                t.encoder_us + t.pii_us
+            };
+            t.postprocess_us += p.timings.postprocess_us;
+        }
         Ok(outputs)
     }
 
-    fn run_sequence_signals(
+    /// Hits, lookups and bytes of the encoder's and the PII model's result caches.
+    pub fn cache_stats(&self) -> [(&'static str, CacheStats); 2] {
+        [
+            ("encoder", self.seq.cache.stats()),
+            ("pii", self.pii.cache.stats()),
+        ]
+    }
+}
+
+impl SequenceSignals {
+    fn run(
         &mut self,
         inputs: &[ClassifyInput],
         outputs: &mut [ClassifyOutput],
@@ -476,7 +573,17 @@ impl Engine {
             let tokenize_us = t0.elapsed().as_micros() as u64;
             let t1 = Instant::now();
             let seqs: Vec<&[u32]> = jobs.iter().map(|j| j.ids.as_slice()).collect();
-            let embeddings = embed_all(encoder, &seqs, self.max_batch)?;
+            let passes = embed_all(encoder, &mut self.cache, &seqs, self.max_batch)?;
+            for (job, &source) in jobs.iter().zip(&passes.sources) {
+                let o = &mut outputs[job.req];
+                count_pass(
+                    source,
+                    job.ids.len(),
+                    &mut o.encoder_tokens,
+                    &mut o.cached_passes,
+                );
+            }
+            let embeddings = passes.rows;
             let inference_us = t1.elapsed().as_micros() as u64;
             let t2 = Instant::now();
             let hidden = encoder.hidden;
@@ -525,6 +632,17 @@ impl Engine {
                 span: (usize, usize),
                 ids: Vec<u32>,
             }
+            // Per request: its windows already score at least `jailbreak_refine_below`, so
+            // the passes below, which can only raise the maximum, cannot change its decision.
+            let refine_below = self.limits.jailbreak_refine_below;
+            let decided: Vec<bool> = outputs
+                .iter()
+                .map(|o| {
+                    o.jailbreak
+                        .as_ref()
+                        .is_some_and(|j| j.score >= refine_below)
+                })
+                .collect();
             let mut sentence_jobs: Vec<SentenceJob> = Vec::new();
             if let SequenceModel::Head(_) = &self.jailbreak {
                 let from = self.limits.jailbreak_sentences_from;
@@ -544,7 +662,14 @@ impl Engine {
                 let refine: Vec<Vec<usize>> = windows
                     .iter()
                     .zip(&best)
-                    .map(|(w, &b)| windows_to_refine(b, w, from))
+                    .enumerate()
+                    .map(|(req, (w, &b))| {
+                        if decided[req] {
+                            Vec::new()
+                        } else {
+                            windows_to_refine(b, w, from)
+                        }
+                    })
                     .collect();
                 let mut seen: HashSet<(usize, Part, (usize, usize))> = HashSet::new();
                 for (req, windows) in refine.iter().enumerate() {
@@ -609,7 +734,9 @@ impl Engine {
                 .map(|g| (g.req, g.part, g.span))
                 .collect();
             for (req, input) in inputs.iter().enumerate() {
-                if !(input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_))) {
+                if !(input.signals.jailbreak && matches!(self.jailbreak, SequenceModel::Head(_)))
+                    || decided[req]
+                {
                     continue;
                 }
                 // (tier, job): first each sentence's first window as written, then its
@@ -655,7 +782,17 @@ impl Engine {
             if !sentence_jobs.is_empty() {
                 let t3 = Instant::now();
                 let seqs: Vec<&[u32]> = sentence_jobs.iter().map(|g| g.ids.as_slice()).collect();
-                let embeddings = embed_all(encoder, &seqs, self.max_batch)?;
+                let passes = embed_all(encoder, &mut self.cache, &seqs, self.max_batch)?;
+                for (g, &source) in sentence_jobs.iter().zip(&passes.sources) {
+                    let o = &mut outputs[g.req];
+                    count_pass(
+                        source,
+                        g.ids.len(),
+                        &mut o.encoder_tokens,
+                        &mut o.cached_passes,
+                    );
+                }
+                let embeddings = passes.rows;
                 if let SequenceModel::Head(h) = &self.jailbreak {
                     for (g, emb) in sentence_jobs.iter().zip(embeddings) {
                         let score = head_score(h, emb, self.jailbreak_positive);
@@ -770,6 +907,8 @@ impl Engine {
                     outputs[req].truncated |= plan.truncated;
                     let seqs: Vec<&[u32]> =
                         plan.windows.iter().map(|w| &tok.ids[w.clone()]).collect();
+                    outputs[req].encoder_tokens +=
+                        seqs.iter().map(|q| q.len() as u32 + 2).sum::<u32>();
                     let logits = run_sorted(&seqs, self.max_batch, |b| {
                         let l = c.logits(b)?;
                         Ok(l.outer_iter()
@@ -804,8 +943,10 @@ impl Engine {
         }
         Ok(())
     }
+}
 
-    fn run_pii(
+impl PiiSignal {
+    fn run(
         &mut self,
         inputs: &[ClassifyInput],
         outputs: &mut [ClassifyOutput],
@@ -862,7 +1003,7 @@ impl Engine {
                 .collect();
             let t1 = Instant::now();
             let n_labels = model.id2label.len();
-            let logits = run_sorted(&seqs, self.max_batch, |b| {
+            let passes = run_cached(&mut self.cache, &seqs, self.max_batch, |b| {
                 let l = model.logits(b)?;
                 let mut rows = Vec::with_capacity(b.len());
                 for (i, seq) in b.iter().enumerate() {
@@ -878,7 +1019,16 @@ impl Engine {
                 Ok(rows)
             })?;
             let inference_us = t1.elapsed().as_micros() as u64;
-            let mut it = logits.into_iter();
+            let mut sources = passes.sources.iter();
+            for d in &docs {
+                let o = &mut outputs[d.req];
+                for w in &d.windows {
+                    if let Some(&source) = sources.next() {
+                        count_pass(source, w.len(), &mut o.pii_tokens, &mut o.cached_passes);
+                    }
+                }
+            }
+            let mut it = passes.rows.into_iter();
             for d in &docs {
                 // Per token: the label from the window where it sits farthest
                 // from an edge (most context on both sides).
@@ -1039,17 +1189,29 @@ fn domain_output(labels: &[String], probs: Vec<f32>) -> DomainOutput {
 }
 
 /// Byte span of token range `w` (empty range: an empty span at 0).
-/// Pooled encoder embeddings `[seqs][hidden]` of `seqs`, in their order.
+/// Pooled encoder embeddings `[seqs][hidden]` of `seqs`, in their order, through the
+/// result cache.
 fn embed_all(
     encoder: &mut SentenceEncoder,
+    cache: &mut ResultCache,
     seqs: &[&[u32]],
     max_batch: usize,
-) -> Result<Vec<Vec<f32>>, ModelError> {
-    run_sorted(seqs, max_batch, |b| {
+) -> Result<Passes, ModelError> {
+    run_cached(cache, seqs, max_batch, |b| {
         encoder
             .embed(b)
             .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())
     })
+}
+
+/// Counts a pass of `len` tokens (special tokens excluded) in `tokens` when it was run,
+/// or in `cached` when the cache answered it.
+fn count_pass(source: Source, len: usize, tokens: &mut u32, cached: &mut u32) {
+    match source {
+        Source::Computed => *tokens += (len + 2) as u32,
+        Source::Cached => *cached += 1,
+        Source::Repeated => {}
+    }
 }
 
 /// Probability of class `positive` under head `h` for a pooled embedding (normalised
@@ -1376,41 +1538,11 @@ fn byte_span(tok: &TokenizedText, w: Range<usize>, text_len: usize) -> (usize, u
     (start, end)
 }
 
-/// Runs `f` over `seqs` in batches of at most `max_batch`, grouping
-/// sequences of similar length to limit padding, and returns one output per
-/// sequence in the original order.
-fn run_sorted<T, F>(seqs: &[&[u32]], max_batch: usize, mut f: F) -> Result<Vec<T>, ModelError>
-where
-    F: FnMut(&[&[u32]]) -> Result<Vec<T>, ModelError>,
-{
-    let mut order: Vec<usize> = (0..seqs.len()).collect();
-    order.sort_by_key(|&i| seqs[i].len());
-    let mut out: Vec<Option<T>> = (0..seqs.len()).map(|_| None).collect();
-    for chunk in order.chunks(max_batch.max(1)) {
-        let batch: Vec<&[u32]> = chunk.iter().map(|&i| seqs[i]).collect();
-        let results = f(&batch)?;
-        if results.len() != chunk.len() {
-            return Err(ModelError::Invalid {
-                path: "batch".into(),
-                message: format!(
-                    "model returned {} rows for {} inputs",
-                    results.len(),
-                    chunk.len()
-                ),
-            });
-        }
-        for (&i, r) in chunk.iter().zip(results) {
-            out[i] = Some(r);
-        }
-    }
-    Ok(out.into_iter().flatten().collect())
-}
-
 /// Tokenizer accessor for tools (token counting).
 impl Engine {
     /// The encoder's tokenizer, when an encoder is loaded.
     pub fn encoder_tokenizer(&self) -> Option<&WindowTokenizer> {
-        self.encoder.as_ref().map(|e| &e.tokenizer)
+        self.seq.encoder.as_ref().map(|e| &e.tokenizer)
     }
 }
 
@@ -1594,18 +1726,5 @@ mod tests {
         // Longer than a window: windows of it first.
         assert_eq!(flagged_pieces(&tok, text, 3, 1)[..2], [0..3, 2..5]);
         assert!(flagged_pieces(&TokenizedText::default(), "", 254, 64).is_empty());
-    }
-
-    #[test]
-    fn run_sorted_keeps_order() {
-        let a = [1u32, 2, 3];
-        let b = [1u32];
-        let c = [1u32, 2];
-        let seqs: Vec<&[u32]> = vec![&a, &b, &c];
-        let out = run_sorted(&seqs, 2, |batch| {
-            Ok(batch.iter().map(|s| s.len()).collect())
-        })
-        .unwrap();
-        assert_eq!(out, vec![3, 1, 2]);
     }
 }

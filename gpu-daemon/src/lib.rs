@@ -2,6 +2,7 @@
 //! PII) over gRPC on a Unix socket, with ONNX Runtime models.
 
 pub mod batcher;
+pub mod cache;
 pub mod config;
 pub mod confusable;
 pub mod encoded;
@@ -10,6 +11,7 @@ pub mod invisible;
 pub mod metrics;
 pub mod model_check;
 pub mod models;
+pub mod passes;
 pub mod pii;
 pub mod runtime;
 pub mod server;

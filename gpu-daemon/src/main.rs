@@ -329,9 +329,16 @@ fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
     let mut v = json!({
         "truncated": out.truncated,
         "input_tokens": out.input_tokens,
+        "cost": {
+            "encoder_tokens": out.encoder_tokens,
+            "pii_tokens": out.pii_tokens,
+            "cached_passes": out.cached_passes,
+        },
         "timing_ms": {
             "tokenize": out.timings.tokenize_us as f64 / 1e3,
             "inference": out.timings.inference_us as f64 / 1e3,
+            "encoder": out.timings.encoder_us as f64 / 1e3,
+            "pii": out.timings.pii_us as f64 / 1e3,
             "postprocess": out.timings.postprocess_us as f64 / 1e3,
             "total": total_ms,
         },

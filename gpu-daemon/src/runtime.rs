@@ -12,7 +12,7 @@ use ort::ep::ExecutionProvider;
 use ort::session::builder::{GraphOptimizationLevel, SessionBuilder};
 use ort::session::Session;
 
-use crate::config::{ExecutionProviderKind, RuntimeConfig};
+use crate::config::{ExecutionProviderKind, RuntimeConfig, ThreadPoolKind};
 
 /// Errors from the runtime layer.
 #[derive(Debug, thiserror::Error)]
@@ -58,21 +58,23 @@ pub fn environment(config: &RuntimeConfig) -> Result<&'static Environment, Runti
         if !path.exists() {
             return Err("file not found".to_string());
         }
-        let builder = ort::init_from(&path).map_err(|e| e.to_string())?;
-        // One thread pool for every session: the engine runs sessions one
-        // after another, and per-session pools would spin against each other
-        // on small machines.
-        let pool = GlobalThreadPoolOptions::default()
-            .with_intra_threads(intra_threads(config))
-            .and_then(|p| p.with_inter_threads(config.inter_threads))
-            .and_then(|p| p.with_spin_control(true))
-            .map_err(|e| e.to_string())?;
-        builder
+        let builder = ort::init_from(&path)
+            .map_err(|e| e.to_string())?
             .with_name("semroute")
-            .with_telemetry(false)
-            .with_global_thread_pool(pool)
-            .build()
-            .map_err(|e| e.to_string())
+            .with_telemetry(false);
+        let builder = match config.thread_pool {
+            ThreadPoolKind::PerSession => builder,
+            // One pool for every session, which take turns on all of its threads.
+            ThreadPoolKind::Shared => {
+                let pool = GlobalThreadPoolOptions::default()
+                    .with_intra_threads(intra_threads(config))
+                    .and_then(|p| p.with_inter_threads(config.inter_threads))
+                    .and_then(|p| p.with_spin_control(true))
+                    .map_err(|e| e.to_string())?;
+                builder.with_global_thread_pool(pool)
+            }
+        };
+        builder.build().map_err(|e| e.to_string())
     });
     match result {
         Ok(env) => Ok(env),
@@ -92,14 +94,22 @@ pub enum ActiveProvider {
     CpuFallback(ExecutionProviderKind),
 }
 
-/// Intra-op threads: the configured number, or one per core for 0.
+/// Models that run side by side in one batch: the shared encoder and the PII model.
+const CONCURRENT_MODELS: usize = 2;
+
+/// Intra-op threads of a pool: the configured number, or for 0 one per core (shared pool)
+/// or the cores shared out between the models that run side by side (per-session pools;
+/// at least one).
 pub fn intra_threads(config: &RuntimeConfig) -> usize {
-    if config.intra_threads == 0 {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    } else {
-        config.intra_threads
+    if config.intra_threads != 0 {
+        return config.intra_threads;
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    match config.thread_pool {
+        ThreadPoolKind::Shared => cores,
+        ThreadPoolKind::PerSession => (cores / CONCURRENT_MODELS).max(1),
     }
 }
 
@@ -122,6 +132,15 @@ pub fn build_session(
         .map_err(|e| RuntimeError::ort(ctx(), e))?
         .with_memory_pattern(true)
         .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    if config.thread_pool == ThreadPoolKind::PerSession {
+        builder = builder
+            .with_independent_thread_pool()
+            .map_err(|e| RuntimeError::ort(ctx(), e))?
+            .with_intra_threads(intra_threads(config))
+            .map_err(|e| RuntimeError::ort(ctx(), e))?
+            .with_inter_threads(config.inter_threads)
+            .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    }
     // The fused attention op (`com.semroute::FlashAttention`), so that models
     // rewritten by `semroute-daemon model fuse-attention` load.
     builder = semroute_kernels::register(builder).map_err(|e| RuntimeError::ort(ctx(), e))?;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
 use semroute_proto::v1::{
-    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, LabelScore, ModelInfo,
-    PiiEntity, PiiResult, PiiSource, TextSpan, Timings,
+    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, LabelScore, ModelCost,
+    ModelInfo, PiiEntity, PiiResult, PiiSource, TextSpan, Timings,
 };
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
@@ -153,6 +153,13 @@ pub fn to_response(
             inference_us: out.timings.inference_us,
             postprocess_us: out.timings.postprocess_us,
             total_us,
+            encoder_us: out.timings.encoder_us,
+            pii_us: out.timings.pii_us,
+        }),
+        cost: Some(ModelCost {
+            encoder_tokens: out.encoder_tokens,
+            pii_tokens: out.pii_tokens,
+            cached_passes: out.cached_passes,
         }),
     }
 }

@@ -1,0 +1,186 @@
+//! The engine's model passes with the real models, in process: one window for a text that
+//! fits the model, the result cache (a hit equals a miss), and the encoder and the PII model
+//! side by side giving what each gives alone.
+//!
+//! Needs `make setup` (ONNX Runtime and models under build/); fails with a clear message
+//! otherwise.
+
+use std::path::{Path, PathBuf};
+
+use semroute_daemon::config::DaemonConfig;
+use semroute_daemon::engine::{ClassifyInput, ClassifyOutput, Engine, SignalSet};
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("crate inside the workspace")
+        .to_path_buf()
+}
+
+/// The default configuration with its relative paths taken from the workspace root, and
+/// the result caches set to `cache_bytes` each.
+fn config(cache_bytes: usize) -> DaemonConfig {
+    let root = workspace_root();
+    let mut c = DaemonConfig::default();
+    if c.runtime.ort_library.is_none() && std::env::var_os("ORT_DYLIB_PATH").is_none() {
+        c.runtime.ort_library = Some(root.join("build/onnxruntime/libonnxruntime.so"));
+    }
+    let m = &mut c.models;
+    m.encoder_dir = root.join(&m.encoder_dir);
+    for head in [&mut m.domain.head, &mut m.jailbreak.head] {
+        *head = head.as_ref().map(|h| root.join(h));
+    }
+    m.pii.model_dir = m.pii.model_dir.as_ref().map(|d| root.join(d));
+    assert!(
+        m.encoder_dir.join("model.onnx").exists(),
+        "encoder missing at {}: run `make setup`",
+        m.encoder_dir.display()
+    );
+    c.cache.encoder_bytes = cache_bytes;
+    c.cache.pii_bytes = cache_bytes;
+    c
+}
+
+fn engine(cache_bytes: usize) -> Engine {
+    Engine::load(&config(cache_bytes)).expect("loading the models (run `make setup`)")
+}
+
+/// About 300 tokens of ordinary prose with an e-mail address and a phone number in it.
+fn prose() -> String {
+    "The committee met on Tuesday to review the budget for the coming year. Revenue from \
+     the new service grew faster than expected, mostly because customers in smaller towns \
+     adopted it early. Costs rose as well: the support team doubled, and the data centre \
+     contract was renewed at a higher rate. The chair asked whether the growth would last \
+     once the introductory discount ends in spring. The finance lead thought most customers \
+     would stay, since switching providers takes effort and the service has few outages. \
+     Several members wanted a more careful forecast, with a scenario in which a third of the \
+     new customers leave. The meeting agreed to prepare three scenarios and to discuss them \
+     next month. Questions about the forecast can go to Maria Keller at \
+     maria.keller@example.org or by phone to +1 415 555 0132. The committee also discussed \
+     the office move, which has been delayed twice because the new building's heating \
+     system failed its inspection. The landlord has promised repairs before the end of the \
+     quarter, but members were sceptical and asked for a written schedule. Finally, the \
+     committee thanked the outgoing secretary for six years of careful minutes and wished \
+     her well in her new role at the university library."
+        .to_string()
+}
+
+fn input(text: &str, signals: SignalSet) -> ClassifyInput {
+    ClassifyInput {
+        text: text.to_string(),
+        signals,
+        ..Default::default()
+    }
+}
+
+fn classify(engine: &mut Engine, input: &ClassifyInput) -> ClassifyOutput {
+    engine
+        .classify_batch(std::slice::from_ref(input))
+        .expect("classify")
+        .pop()
+        .expect("one output")
+}
+
+/// The decision-relevant parts of an output, for comparing two runs exactly.
+fn decisions(o: &ClassifyOutput) -> String {
+    format!(
+        "domain={:?} jailbreak={:?} pii={:?} truncated={}",
+        o.domain.as_ref().map(|d| &d.distribution),
+        o.jailbreak.as_ref().map(|j| (j.score, j.windows, j.window)),
+        o.pii.as_ref().map(|p| p
+            .iter()
+            .map(|e| (e.entity.kind, e.entity.start, e.entity.end, e.entity.score))
+            .collect::<Vec<_>>()),
+        o.truncated
+    )
+}
+
+#[test]
+fn a_text_that_fits_the_model_is_one_window_for_each_model() {
+    let mut e = engine(0);
+    let text = prose();
+    let domain_only = SignalSet {
+        domain: true,
+        ..Default::default()
+    };
+    let o = classify(&mut e, &input(&text, domain_only));
+    assert!(
+        o.input_tokens > 200 && o.input_tokens < 510,
+        "{}",
+        o.input_tokens
+    );
+    assert_eq!(
+        o.encoder_tokens,
+        o.input_tokens + 2,
+        "one encoder window: the text plus [CLS] and [SEP]"
+    );
+    let pii_only = SignalSet {
+        pii: true,
+        ..Default::default()
+    };
+    let o = classify(&mut e, &input(&text, pii_only));
+    assert_eq!(o.encoder_tokens, 0);
+    assert!(
+        o.pii_tokens > 200 && o.pii_tokens < 512,
+        "one PII window: {}",
+        o.pii_tokens
+    );
+}
+
+#[test]
+fn a_cache_hit_equals_a_miss_and_costs_no_tokens() {
+    let mut e = engine(16 << 20);
+    let x = input(&prose(), SignalSet::ALL);
+    let miss = classify(&mut e, &x);
+    assert!(miss.encoder_tokens > 0 && miss.pii_tokens > 0);
+    assert_eq!(miss.cached_passes, 0);
+    let hit = classify(&mut e, &x);
+    assert_eq!(decisions(&hit), decisions(&miss));
+    assert_eq!((hit.encoder_tokens, hit.pii_tokens), (0, 0));
+    assert!(hit.cached_passes >= 2, "{}", hit.cached_passes);
+    let stats = e.cache_stats();
+    assert!(
+        stats.iter().all(|(_, s)| s.hits > 0 && s.bytes > 0),
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn side_by_side_models_give_what_each_gives_alone() {
+    let mut e = engine(0);
+    let text = prose();
+    let together = classify(&mut e, &input(&text, SignalSet::ALL));
+    let seq = classify(
+        &mut e,
+        &input(
+            &text,
+            SignalSet {
+                domain: true,
+                jailbreak: true,
+                pii: false,
+            },
+        ),
+    );
+    let pii = classify(
+        &mut e,
+        &input(
+            &text,
+            SignalSet {
+                pii: true,
+                ..Default::default()
+            },
+        ),
+    );
+    let entities = together.pii.as_ref().expect("pii requested");
+    assert!(
+        entities.iter().any(|p| p.entity.kind == "EMAIL_ADDRESS"),
+        "{entities:?}"
+    );
+    let joined = ClassifyOutput {
+        pii: pii.pii.clone(),
+        ..seq.clone()
+    };
+    assert_eq!(decisions(&together), decisions(&joined));
+    assert_eq!(together.encoder_tokens, seq.encoder_tokens);
+    assert_eq!(together.pii_tokens, pii.pii_tokens);
+}

@@ -74,9 +74,11 @@ pub type RunBatch = dyn FnMut(&[ClassifyInput]) -> Result<Vec<ClassifyOutput>, S
 /// daemon that has not measured itself yet admits little work ahead of a deadline.
 pub const SEED_PER_UNIT: Duration = Duration::from_millis(100);
 
-/// The fastest engine time per unit assumed before any batch has been measured. An idle
-/// engine runs a call whose deadline its estimate says it would miss when the call could
-/// finish at the fastest speed seen (see [`Backlog::admit`]); before any measurement, this.
+/// The fastest engine time per unit an idle engine takes as possible before it has
+/// measured anything faster: it still runs a call that its estimate says would miss its
+/// deadline when the call could finish in time at that speed (see [`Backlog::admit`]). A
+/// floor that measurements only lower, never raise: a first batch slowed by a cold start
+/// (or a busy machine) must not make every later call look hopeless.
 pub const SEED_FASTEST_PER_UNIT: Duration = Duration::from_millis(5);
 
 /// Weight of a new sample in the running mean (and of a new deviation in the mean
@@ -96,7 +98,7 @@ pub struct ServiceEstimate {
     mean: f64,
     /// Mean absolute deviation of the samples from the mean, seconds per unit.
     deviation: f64,
-    /// Fewest seconds per unit of any batch.
+    /// Fewest seconds per unit of any batch, or of the seed if fewer.
     fastest: f64,
     /// Batches measured.
     samples: u64,
@@ -115,7 +117,7 @@ impl ServiceEstimate {
     }
 
     /// Takes in a batch of `units` that the engine ran in `elapsed`. The first measurement
-    /// replaces the seed (with half of it as deviation); later ones are smoothed in.
+    /// replaces the seeded mean (with half of it as deviation); later ones are smoothed in.
     pub fn observe(&mut self, elapsed: Duration, units: f64) {
         if units <= 0.0 {
             return;
@@ -124,12 +126,11 @@ impl ServiceEstimate {
         if self.samples == 0 {
             self.mean = sample;
             self.deviation = sample / 2.0;
-            self.fastest = sample;
         } else {
             self.deviation += DEVIATION_GAIN * ((sample - self.mean).abs() - self.deviation);
             self.mean += MEAN_GAIN * (sample - self.mean);
-            self.fastest = self.fastest.min(sample);
         }
+        self.fastest = self.fastest.min(sample);
         self.samples += 1;
     }
 
@@ -591,8 +592,10 @@ mod tests {
 
     const MS: Duration = Duration::from_millis(1);
 
+    /// An estimate seeded at `per_unit_ms`, with a floor so high that the first
+    /// measurement sets the fastest speed.
     fn estimate(per_unit_ms: u64) -> ServiceEstimate {
-        ServiceEstimate::seeded(MS * per_unit_ms as u32, MS)
+        ServiceEstimate::seeded(MS * per_unit_ms as u32, Duration::from_secs(1000))
     }
 
     /// An estimate measured once at `per_unit_ms` (deviation: half of it).
@@ -626,7 +629,11 @@ mod tests {
         e.observe(MS * 36, 1.0);
         assert!((e.mean() - 0.022).abs() < 1e-12, "{e:?}");
         assert!((e.deviation - 0.0115).abs() < 1e-12, "{e:?}");
-        assert!((e.fastest - 0.020).abs() < 1e-12, "{e:?}");
+        // The seed's floor stays: nothing measured was faster.
+        assert_eq!(e.fastest, SEED_FASTEST_PER_UNIT.as_secs_f64(), "{e:?}");
+        e.observe(MS, 1.0);
+        assert!((e.fastest - 0.001).abs() < 1e-12, "{e:?}");
+        e.observe(MS * 22, 1.0);
         // Steady samples shrink the deviation toward zero.
         for _ in 0..100 {
             e.observe(MS * 22, 1.0);
@@ -671,7 +678,7 @@ mod tests {
     #[test]
     fn an_idle_engine_probes_with_a_call_that_could_finish_at_the_fastest_speed_seen() {
         let now = Instant::now();
-        // Mean 100 ms per unit, fastest 10 ms: a slow spell in the past.
+        // Mean 100 ms per unit, fastest 10 ms: a slow spell since the first batch.
         let mut e = measured(10);
         for _ in 0..40 {
             e.observe(MS * 100, 1.0);
@@ -693,6 +700,16 @@ mod tests {
         // A deadline already past is never admitted.
         let fresh = Backlog::new(estimate(10));
         assert!(fresh.admit(now, 1.0, Some(now)).is_err());
+        // A first batch slowed by a cold start (2 s per unit) leaves the seeded floor: an
+        // idle engine still runs a 500-token call with a 1 s deadline, not 1 ms.
+        let mut cold = ServiceEstimate::seeded(SEED_PER_UNIT, SEED_FASTEST_PER_UNIT);
+        cold.observe(Duration::from_secs(2), 1.0);
+        let b = Backlog::new(cold);
+        assert_eq!(
+            b.admit(now, 3.5, Some(now + Duration::from_secs(1))),
+            Ok(Admitted::Probe)
+        );
+        assert!(b.admit(now, 3.5, Some(now + MS)).is_err());
     }
 
     fn job(units: f64, deadline: Option<Instant>) -> (Job, oneshot::Receiver<JobResult>) {

@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo run --release -p semroute-e2e --bin router-bench -- [options]
-//!   --mode overhead|filter|fairness|all   which table(s) (default all)
+//!   --mode overhead|filter|fairness|capacity|all   which table(s) (default all)
 //!   --requests N                 timed requests per size and router (default 30)
 //!   --warmup N                   untimed requests per size and router first (default 3)
 //!   --tokens 100,500,2000,8000   prompt sizes of the overhead table, in tokens
@@ -14,12 +14,26 @@
 //!                                chunks as over a network, not in one read
 //!   --sweep-pace-us A,B,..       arrival-rate table: the long last turn again at
 //!                                each of these pauses (default 1000,4000; 0: none)
+//!   --concurrency 1,4,16,64      capacity table: closed-loop client counts
+//!   --capacity-seconds S         capacity table: seconds per row (default 8)
+//!   --capacity-tokens N          capacity table: prompt size in tokens (default 500)
+//!   --think-ms N                 capacity table: a closed-loop client's pause between an
+//!                                answer and its next request (default 500)
 //! ```
 //!
 //! - **overhead**: the whole router (filter + the real daemon and models)
 //!   against plain Envoy: client-side latency p50 / p99 of
 //!   `POST /v1/chat/completions` with `"model": "auto"` and a generated prompt
 //!   of about N tokens (0.75 words per token), sequential requests.
+//! - **capacity**: the whole router under load, with the filter's own daemon deadline
+//!   (`daemon.timeout_ms` of `envoy.yaml`) and failure mode: closed-loop clients at each
+//!   concurrency (each client pausing `--think-ms` between an answer and its next request, as
+//!   a user reading it would: clients that resend at once the moment a fallback comes back
+//!   would only measure how fast 2 cores spin through Envoy), then open-loop arrivals at 4x the capacity measured at concurrency 16
+//!   (classified requests per second), each request a different prompt of about N tokens
+//!   (so no cache answers it). Per row: throughput, latency, the share classified and
+//!   fallen back (`x-semroute-fallback`), and goodput: classified requests answered within
+//!   the deadline per second; with the daemon's refusals by reason from its metrics.
 //! - **fairness**: latency of short requests while two other clients keep the
 //!   same Envoy worker busy with 6 MiB bodies, with the filter's per-callback scan
 //!   bound (`limits.max_scan_bytes_per_callback` of `envoy.yaml`) and without one
@@ -64,14 +78,19 @@ struct Args {
     max_seconds: f64,
     pace_us: u64,
     sweep_pace_us: Vec<usize>,
+    concurrency: Vec<usize>,
+    capacity_seconds: f64,
+    capacity_tokens: usize,
+    think_ms: u64,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("router-bench: {msg}");
     eprintln!(
-        "usage: router-bench [--mode overhead|filter|all] [--requests N] [--warmup N] \
-         [--tokens A,B,..] [--bytes A,B,..] [--max-seconds S] [--pace-us N] \
-         [--sweep-pace-us A,B,..]"
+        "usage: router-bench [--mode overhead|filter|fairness|capacity|all] [--requests N] \
+         [--warmup N] [--tokens A,B,..] [--bytes A,B,..] [--max-seconds S] [--pace-us N] \
+         [--sweep-pace-us A,B,..] [--concurrency A,B,..] [--capacity-seconds S] \
+         [--capacity-tokens N] [--think-ms N]"
     );
     std::process::exit(2)
 }
@@ -98,6 +117,10 @@ fn parse_args() -> Args {
         max_seconds: 40.0,
         pace_us: 200,
         sweep_pace_us: vec![1000, 4000],
+        concurrency: vec![1, 4, 16, 64],
+        capacity_seconds: 8.0,
+        capacity_tokens: 500,
+        think_ms: 500,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -116,12 +139,25 @@ fn parse_args() -> Args {
             "--sweep-pace-us" => {
                 a.sweep_pace_us = list(&value()).into_iter().filter(|&p| p > 0).collect()
             }
+            "--concurrency" => a.concurrency = list(&value()),
+            "--capacity-seconds" => {
+                a.capacity_seconds = value().parse().unwrap_or_else(|_| usage("bad S"))
+            }
+            "--capacity-tokens" => {
+                a.capacity_tokens = value().parse().unwrap_or_else(|_| usage("bad N"))
+            }
+            "--think-ms" => a.think_ms = value().parse().unwrap_or_else(|_| usage("bad ms")),
             "-h" | "--help" => usage("help"),
             other => usage(&format!("unknown option {other}")),
         }
     }
-    if !["overhead", "filter", "fairness", "all"].contains(&a.mode.as_str()) || a.requests == 0 {
+    if !["overhead", "filter", "fairness", "capacity", "all"].contains(&a.mode.as_str())
+        || a.requests == 0
+    {
         usage("bad --mode or --requests");
+    }
+    if a.concurrency.contains(&0) || a.capacity_seconds.is_nan() || a.capacity_seconds <= 0.0 {
+        usage("bad --concurrency or --capacity-seconds");
     }
     a
 }
@@ -926,5 +962,375 @@ fn main() {
     }
     if args.mode == "overhead" || args.mode == "all" {
         overhead(&args);
+    }
+    if args.mode == "capacity" || args.mode == "all" {
+        capacity(&args);
+    }
+}
+
+// -------------------------------------------------------------- capacity
+
+/// One request of the capacity table.
+struct Outcome {
+    /// Client latency, ms (open loop: from the request's scheduled time).
+    ms: f64,
+    /// HTTP status; 0 when the request failed at the connection.
+    status: u16,
+    /// `x-semroute-fallback`, when the router fell back.
+    fallback: Option<String>,
+}
+
+impl Outcome {
+    fn classified(&self) -> bool {
+        self.status == 200 && self.fallback.is_none()
+    }
+}
+
+/// A chat body whose user turn is about `tokens` tokens of prose, different for each
+/// `n`, so that the daemon computes every request (no result cache answers it).
+fn capacity_body(tokens: usize, n: u64) -> Vec<u8> {
+    let words = (tokens * 3 / 4).saturating_sub(QUESTION.split_whitespace().count());
+    let seed = 0x2545_f491_4f6c_dd1d ^ (n + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let doc = Prose(seed | 1).text(words, usize::MAX);
+    chat_body(&format!("{doc}\n\n{QUESTION}")).into_bytes()
+}
+
+fn send_one(conn: &mut Conn, body: &[u8], since: Instant) -> Outcome {
+    match conn.post("/v1/chat/completions", body) {
+        Ok(a) => Outcome {
+            ms: since.elapsed().as_secs_f64() * 1e3,
+            status: a.status,
+            fallback: a.header("x-semroute-fallback").map(str::to_string),
+        },
+        Err(_) => Outcome {
+            ms: since.elapsed().as_secs_f64() * 1e3,
+            status: 0,
+            fallback: None,
+        },
+    }
+}
+
+/// A shared source of distinct prompt numbers.
+type Counter = std::sync::Arc<std::sync::atomic::AtomicU64>;
+
+/// `clients` clients, each sending its next request `think` after the last is answered,
+/// for `seconds`. Returns the outcomes and the seconds until the last answer.
+fn closed_loop(
+    port: u16,
+    clients: usize,
+    seconds: f64,
+    think: Duration,
+    tokens: usize,
+    next: &Counter,
+) -> (Vec<Outcome>, f64) {
+    use std::sync::atomic::Ordering;
+    let started = Instant::now();
+    let end = started + Duration::from_secs_f64(seconds);
+    let threads: Vec<_> = (0..clients)
+        .map(|_| {
+            let next = next.clone();
+            std::thread::spawn(move || {
+                let mut conn = Conn::new(port, Duration::ZERO);
+                let mut out = Vec::new();
+                while Instant::now() < end {
+                    let body = capacity_body(tokens, next.fetch_add(1, Ordering::Relaxed));
+                    out.push(send_one(&mut conn, &body, Instant::now()));
+                    std::thread::sleep(think.min(end.saturating_duration_since(Instant::now())));
+                }
+                out
+            })
+        })
+        .collect();
+    let outcomes = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap_or_default())
+        .collect();
+    (outcomes, started.elapsed().as_secs_f64())
+}
+
+/// Requests arriving at `rate` per second for `seconds`, whether or not earlier ones have
+/// been answered (up to [`OPEN_LOOP_CLIENTS`] in flight); latency counts from each
+/// request's scheduled time, so a request that waits for a free client counts its wait.
+fn open_loop(
+    port: u16,
+    rate: f64,
+    seconds: f64,
+    tokens: usize,
+    next: &Counter,
+) -> (Vec<Outcome>, f64) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let total = (rate * seconds).ceil() as u64;
+    let scheduled = std::sync::Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let threads: Vec<_> = (0..OPEN_LOOP_CLIENTS)
+        .map(|_| {
+            let (next, scheduled) = (next.clone(), scheduled.clone());
+            std::thread::spawn(move || {
+                let mut conn = Conn::new(port, Duration::ZERO);
+                let mut out = Vec::new();
+                loop {
+                    let i = scheduled.fetch_add(1, Ordering::Relaxed);
+                    if i >= total {
+                        return out;
+                    }
+                    let at = started + Duration::from_secs_f64(i as f64 / rate);
+                    let body = capacity_body(tokens, next.fetch_add(1, Ordering::Relaxed));
+                    if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                        std::thread::sleep(wait);
+                    }
+                    out.push(send_one(&mut conn, &body, at));
+                }
+            })
+        })
+        .collect();
+    let outcomes = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap_or_default())
+        .collect();
+    (outcomes, started.elapsed().as_secs_f64())
+}
+
+/// Most requests in flight in the open-loop row.
+const OPEN_LOOP_CLIENTS: usize = 128;
+
+/// The daemon's refusals and skips, from its metrics, by kind.
+const DAEMON_COUNTS: [(&str, &str); 4] = [
+    (
+        "refused (deadline)",
+        r#"semroute_daemon_shed_requests_total{reason="deadline"}"#,
+    ),
+    (
+        "expired in queue",
+        r#"semroute_daemon_shed_requests_total{reason="expired"}"#,
+    ),
+    (
+        "caller gone",
+        r#"semroute_daemon_classify_requests_total{code="cancelled"}"#,
+    ),
+    (
+        "answered",
+        r#"semroute_daemon_classify_requests_total{code="ok"}"#,
+    ),
+];
+
+fn daemon_counts(router: &Router) -> Vec<f64> {
+    DAEMON_COUNTS
+        .iter()
+        .map(|(_, series)| router.daemon_metric(series).unwrap_or(f64::NAN))
+        .collect()
+}
+
+/// One row of the capacity table.
+struct CapacityRow {
+    load: String,
+    outcomes: Vec<Outcome>,
+    seconds: f64,
+    daemon: Vec<f64>,
+}
+
+impl CapacityRow {
+    fn count(&self, f: impl Fn(&Outcome) -> bool) -> usize {
+        self.outcomes.iter().filter(|o| f(o)).count()
+    }
+
+    /// Classified requests answered within `deadline_ms`, per second.
+    fn goodput(&self, deadline_ms: f64) -> f64 {
+        self.count(|o| o.classified() && o.ms <= deadline_ms) as f64 / self.seconds
+    }
+}
+
+/// The setup lines of the capacity table: cores, CPU, the daemon's batching and runtime
+/// configuration, the filter's deadline and failure mode.
+fn capacity_setup(filter: &Value, args: &Args, body_bytes: usize) -> Vec<String> {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find_map(|l| l.strip_prefix("model name")?.split_once(':'))
+                .map(|(_, m)| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let daemon_toml =
+        std::fs::read_to_string(semroute_e2e::workspace_root().join("config/daemon.toml"))
+            .unwrap_or_default();
+    let settings: Vec<String> = daemon_toml
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .filter(|l| {
+            [
+                "max_batch",
+                "max_wait_us",
+                "queue_capacity",
+                "intra_threads",
+                "max_seq_len",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .map(|l| l.replace(' ', ""))
+        .collect();
+    vec![
+        format!("{cores} cores ({cpu}); clients, Envoy (one worker), upstreams and the daemon share them"),
+        format!("daemon: config/daemon.toml ({})", settings.join(", ")),
+        format!(
+            "filter: daemon.timeout_ms {} (the deadline), failure_mode {}",
+            filter["daemon"]["timeout_ms"], filter["failure_mode"]
+        ),
+        format!(
+            "prompts: about {} tokens of prose ({} bytes of body), a different one per request; {} s per row; \
+             closed-loop clients pause {} ms between an answer and their next request",
+            args.capacity_tokens, body_bytes, args.capacity_seconds, args.think_ms
+        ),
+        format!(
+            "load average at the start: {}",
+            std::fs::read_to_string("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+                .unwrap_or_else(|_| "unknown".into())
+        ),
+    ]
+}
+
+/// Runs one row's load, with the daemon's counts over it.
+fn capacity_row(
+    router: &Router,
+    load: String,
+    f: impl FnOnce() -> (Vec<Outcome>, f64),
+) -> CapacityRow {
+    let before = daemon_counts(router);
+    let (outcomes, seconds) = f();
+    let after = daemon_counts(router);
+    eprintln!(
+        "router-bench: capacity {load} done ({} requests)",
+        outcomes.len()
+    );
+    CapacityRow {
+        load,
+        outcomes,
+        seconds,
+        daemon: after.iter().zip(&before).map(|(a, b)| a - b).collect(),
+    }
+}
+
+fn capacity(args: &Args) {
+    eprintln!(
+        "router-bench: starting the router (daemon, Envoy with the filter) for the capacity table"
+    );
+    let filter = default_filter_config().unwrap_or_else(|e| die(&e));
+    let deadline_ms = filter["daemon"]["timeout_ms"].as_f64().unwrap_or(1000.0);
+    let setup = capacity_setup(&filter, args, capacity_body(args.capacity_tokens, 0).len());
+    let router = start(RouterOptions {
+        daemon: true,
+        filter_config: Some(filter.clone()),
+        ..Default::default()
+    });
+    let port = router.layout.port;
+    warm_daemon(&mut Conn::new(port, Duration::ZERO));
+    let next: Counter = Default::default();
+    let think = Duration::from_millis(args.think_ms);
+    // Untimed: the daemon measures its own speed.
+    let _ = closed_loop(port, 1, 2.0, Duration::ZERO, args.capacity_tokens, &next);
+    let mut rows: Vec<CapacityRow> = Vec::new();
+    for &c in &args.concurrency {
+        rows.push(capacity_row(
+            &router,
+            format!("closed loop, {c} clients"),
+            || {
+                closed_loop(
+                    port,
+                    c,
+                    args.capacity_seconds,
+                    think,
+                    args.capacity_tokens,
+                    &next,
+                )
+            },
+        ));
+    }
+    // Capacity: classified requests per second at 16 clients (else the best row).
+    let classified_rate = |r: &CapacityRow| r.count(Outcome::classified) as f64 / r.seconds;
+    let capacity = args
+        .concurrency
+        .iter()
+        .position(|&c| c == 16)
+        .map(|i| classified_rate(&rows[i]))
+        .filter(|&r| r > 0.0)
+        .unwrap_or_else(|| rows.iter().map(classified_rate).fold(0.0, f64::max));
+    if capacity > 0.0 {
+        let rate = 4.0 * capacity;
+        rows.push(capacity_row(
+            &router,
+            format!("open loop, {rate:.1} req/s (4x capacity)"),
+            || {
+                open_loop(
+                    port,
+                    rate,
+                    args.capacity_seconds,
+                    args.capacity_tokens,
+                    &next,
+                )
+            },
+        ));
+    }
+    println!();
+    println!("## Capacity through Envoy (real daemon and models, the filter's deadline)");
+    println!();
+    for line in setup {
+        println!("- {line}");
+    }
+    println!(
+        "- capacity = classified requests per second at 16 clients: {capacity:.2}; \
+         goodput = classified requests answered within the {deadline_ms} ms deadline per second"
+    );
+    println!();
+    println!(
+        "| load | requests | req/s | p50 ms | p99 ms | classified | fallback | other | goodput/s | classified p50 ms | {} |",
+        DAEMON_COUNTS.map(|(name, _)| format!("daemon: {name}")).join(" | ")
+    );
+    println!(
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|{}",
+        "---:|".repeat(DAEMON_COUNTS.len())
+    );
+    for r in &rows {
+        let n = r.outcomes.len().max(1) as f64;
+        let ms: Vec<f64> = r.outcomes.iter().map(|o| o.ms).collect();
+        let classified_ms: Vec<f64> = r
+            .outcomes
+            .iter()
+            .filter(|o| o.classified())
+            .map(|o| o.ms)
+            .collect();
+        let pct = |k: usize| format!("{:.0}%", 100.0 * k as f64 / n);
+        let mut reasons = std::collections::BTreeMap::<&str, usize>::new();
+        for o in &r.outcomes {
+            if let (200, Some(f)) = (o.status, o.fallback.as_deref()) {
+                *reasons.entry(f).or_default() += 1;
+            }
+        }
+        let reasons: Vec<String> = reasons.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let fallback = r.count(|o| o.status == 200 && o.fallback.is_some());
+        println!(
+            "| {} | {} | {:.1} | {} | {} | {} | {}{} | {} | {:.2} | {} | {} |",
+            r.load,
+            r.outcomes.len(),
+            r.outcomes.len() as f64 / r.seconds,
+            f2(quantile(&ms, 0.5)),
+            f2(quantile(&ms, 0.99)),
+            pct(r.count(Outcome::classified)),
+            pct(fallback),
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            },
+            pct(r.count(|o| o.status != 200)),
+            r.goodput(deadline_ms),
+            f2(quantile(&classified_ms, 0.5)),
+            r.daemon
+                .iter()
+                .map(|v| format!("{v:.0}"))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
     }
 }

@@ -446,7 +446,12 @@ async fn bad_input_gets_invalid_argument_and_daemon_keeps_serving() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentences_near_a_flagged_one_are_scored_in_a_long_text() {
-    let daemon = start_daemon();
+    // Windows of 256 tokens: the layout this text was built for (with 512-token windows the
+    // setup and its request share a window that alone scores above 0.8).
+    let config = tempfile::NamedTempFile::new().expect("temp config");
+    std::fs::write(config.path(), "[limits]\nmax_seq_len = 256\n").expect("write config");
+    let config_path = config.path().to_str().expect("utf-8 temp path");
+    let daemon = start_daemon_with(&["--config", config_path]);
     let mut client = ClassifierClient::new(connect(&daemon.socket).await);
     // A long text of exam prose with a fiction setup in it: the persona sentence is the one
     // the filter flags; the harmful request two sentences later is not flagged. Another

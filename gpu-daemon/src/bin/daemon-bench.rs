@@ -103,8 +103,18 @@ fn signals(name: &str) -> SignalSet {
     }
 }
 
+/// The default configuration with the result caches off: every call of a table repeats
+/// the same text, and the tables measure the models, not cache hits.
+fn bench_config() -> DaemonConfig {
+    let mut config = DaemonConfig::default();
+    config.cache.encoder_bytes = 0;
+    config.cache.pii_bytes = 0;
+    config
+}
+
 fn main() -> anyhow::Result<()> {
-    let config = DaemonConfig::default();
+    let config = bench_config();
+    graph_table(&config)?;
     let t = Instant::now();
     let mut engine = Engine::load(&config)?;
     let load_s = t.elapsed().as_secs_f64();
@@ -211,8 +221,13 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
+    let config_file = dir.join("daemon.toml");
+    std::fs::write(&config_file, "[cache]\nencoder_bytes = 0\npii_bytes = 0\n")?;
     let mut child = Command::new(&daemon)
-        .args(["serve", "--socket"])
+        .arg("serve")
+        .arg("--config")
+        .arg(&config_file)
+        .arg("--socket")
         .arg(&socket)
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::null())
@@ -289,4 +304,139 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
     result
+}
+
+/// The served graphs against the graphs as the wheels ship them: one forward pass, batch 1,
+/// each model alone with every core, at 128 / 256 / 512 tokens; and their fidelity: cosine of
+/// the pooled embeddings (MiniLM) and share of equal token labels (Rampart) between the two,
+/// measured here, beside what `make setup` measured against the fp32 source graphs
+/// (`PREPARED.json`).
+fn graph_table(config: &DaemonConfig) -> anyhow::Result<()> {
+    use semroute_daemon::models::encoder::SentenceEncoder;
+    use semroute_daemon::models::hf_dir::HfClassifier;
+    let mut runtime = config.runtime.clone();
+    runtime.intra_threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let shipped = |name: &str| PathBuf::from("build/models").join(name);
+    let prepared = |name: &str| PathBuf::from("build/models/prepared").join(name);
+    println!("## Model graphs: as shipped vs prepared (`make setup`: fp32 rebuild, fused attention, int8 weights)");
+    println!();
+    println!(
+        "One forward pass, batch 1, one model alone on {} intra-op threads; ms, median.",
+        runtime.intra_threads
+    );
+    println!();
+    println!(
+        "| model | tokens | shipped ms | prepared ms | speed-up | fidelity prepared vs shipped |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let budget = Duration::from_millis(800);
+    let mut encoders = [
+        SentenceEncoder::load(&shipped("minilm"), &runtime)?,
+        SentenceEncoder::load(&prepared("minilm"), &runtime)?,
+    ];
+    let mut pii = [
+        HfClassifier::load(&shipped("rampart"), &runtime)?,
+        HfClassifier::load(&prepared("rampart"), &runtime)?,
+    ];
+    let tok = encoders[0].tokenizer.tokenize(&CORPUS.repeat(64))?;
+    let pii_tok = pii[0].tokenizer.tokenize(&CORPUS.repeat(64))?;
+    for n in [128usize, 256, 512] {
+        let ids: Vec<u32> = tok.ids.iter().copied().take(n - 2).collect();
+        let seqs = [ids.as_slice()];
+        let mut ms = [0f64; 2];
+        let mut rows = Vec::new();
+        for (i, e) in encoders.iter_mut().enumerate() {
+            let s = time_it(|| e.embed(&seqs).map(|_| ()).map_err(Into::into), 5, budget)?;
+            ms[i] = percentile(&s, 0.5);
+            rows.push(e.embed(&seqs)?.row(0).to_vec());
+        }
+        let cos = cosine(&rows[0], &rows[1]);
+        println!(
+            "| MiniLM-L6 encoder | {n} | {:.1} | {:.1} | {:.2}x | cosine {cos:.4} |",
+            ms[0],
+            ms[1],
+            ms[0] / ms[1]
+        );
+        let pii_ids: Vec<u32> = pii_tok.ids.iter().copied().take(n - 2).collect();
+        let seqs = [pii_ids.as_slice()];
+        let mut labels = Vec::new();
+        for (i, m) in pii.iter_mut().enumerate() {
+            let s = time_it(
+                || m.logits(&seqs).map(|_| ()).map_err(Into::into),
+                5,
+                budget,
+            )?;
+            ms[i] = percentile(&s, 0.5);
+            let l = m.logits(&seqs)?;
+            let per_token: Vec<usize> = l
+                .outer_iter()
+                .flat_map(|b| {
+                    b.outer_iter()
+                        .map(|t| {
+                            t.iter()
+                                .enumerate()
+                                .fold((0, f32::MIN), |a, (k, &v)| if v > a.1 { (k, v) } else { a })
+                                .0
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            labels.push(per_token);
+        }
+        let same = labels[0]
+            .iter()
+            .zip(&labels[1])
+            .filter(|(a, b)| a == b)
+            .count();
+        println!(
+            "| Rampart PII | {n} | {:.1} | {:.1} | {:.2}x | same token label {same}/{} |",
+            ms[0],
+            ms[1],
+            ms[0] / ms[1],
+            labels[0].len()
+        );
+    }
+    println!();
+    for name in ["minilm", "rampart"] {
+        let path = prepared(name).join("PREPARED.json");
+        let checks = std::fs::read(&path)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+            .and_then(|v| v.get("checks").cloned());
+        for c in checks
+            .as_ref()
+            .and_then(|c| c.as_array())
+            .into_iter()
+            .flatten()
+        {
+            let get = |k: &str| {
+                c.get(k)
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|| "-".into())
+            };
+            println!(
+                "setup check, {name}: {} ({} texts): min cosine {}, argmax agreement {}, passed {}",
+                c.get("what").and_then(|w| w.as_str()).unwrap_or("?"),
+                get("texts"),
+                get("min_cosine"),
+                get("argmax_agreement"),
+                get("passed")
+            );
+        }
+    }
+    println!();
+    Ok(())
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    let dot: f64 = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| f64::from(*x) * f64::from(*y))
+        .sum();
+    let na: f64 = a.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb).max(f64::MIN_POSITIVE)
 }

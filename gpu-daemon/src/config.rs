@@ -156,8 +156,8 @@ pub struct LimitsConfig {
     /// jailbreak scores 0.95 alone, 0.68 after "Can you help me with my homework?"); its
     /// own sentences are not. So are the sentences of up to 3 more windows that hold a
     /// sentence the filter flagged, whatever they score (those nearest it; see
-    /// `engine::windows_to_refine`). Texts without flagged sentences that score below it
-    /// cost no extra encoder pass. 1: off, for both.
+    /// `engine::windows::windows_to_refine`). Texts without flagged sentences that score
+    /// below it cost no extra encoder pass. 1: off, for both.
     pub jailbreak_sentences_from: f32,
     /// Jailbreak: the extra passes (sentences scored alone, the filter's flagged sentences
     /// alone) run only while the text's best score is below this. They can only raise the
@@ -256,7 +256,7 @@ pub struct ModelsConfig {
 impl Default for ModelsConfig {
     fn default() -> Self {
         Self {
-            encoder_dir: PathBuf::from("build/models/minilm"),
+            encoder_dir: PathBuf::from("build/models/prepared/minilm"),
             domain: SequenceSignalConfig {
                 head: Some(PathBuf::from("models/heads/domain.json")),
                 classifier_dir: None,
@@ -303,7 +303,7 @@ pub struct PiiConfig {
 impl Default for PiiConfig {
     fn default() -> Self {
         Self {
-            model_dir: Some(PathBuf::from("build/models/rampart")),
+            model_dir: Some(PathBuf::from("build/models/prepared/rampart")),
             min_score: 0.5,
             patterns: true,
         }
@@ -414,6 +414,18 @@ mod tests {
             c.limits.max_seq_len,
             DaemonConfig::default().limits.max_seq_len
         );
+        assert_eq!(
+            c.models.encoder_dir,
+            DaemonConfig::default().models.encoder_dir
+        );
+    }
+
+    #[test]
+    fn shipped_baseline_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/daemon.shipped.toml");
+        let c = DaemonConfig::load(&path).unwrap();
+        assert_eq!(c.models.encoder_dir, Path::new("build/models/minilm"));
+        assert_eq!(c.cache.encoder_bytes, 0);
     }
 
     #[test]

@@ -34,7 +34,7 @@ use ort::value::Tensor;
 use serde::Serialize;
 
 use crate::config::RuntimeConfig;
-use crate::models::windows::WindowTokenizer;
+use crate::models::tokenizer::WindowTokenizer;
 use crate::runtime;
 
 /// What the compared graphs compute.

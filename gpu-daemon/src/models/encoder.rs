@@ -8,7 +8,7 @@ use ndarray::Array2;
 use ort::session::Session;
 use ort::value::Tensor;
 
-use super::windows::WindowTokenizer;
+use super::tokenizer::WindowTokenizer;
 use super::ModelError;
 use crate::config::RuntimeConfig;
 use crate::runtime::{self, ActiveProvider, RuntimeError};

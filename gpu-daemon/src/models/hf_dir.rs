@@ -11,7 +11,7 @@ use ort::session::Session;
 use ort::value::Tensor;
 use serde::Deserialize;
 
-use super::windows::WindowTokenizer;
+use super::tokenizer::WindowTokenizer;
 use super::ModelError;
 use crate::config::RuntimeConfig;
 use crate::runtime::{self, ActiveProvider, RuntimeError};

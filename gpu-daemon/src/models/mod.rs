@@ -5,7 +5,7 @@
 pub mod encoder;
 pub mod head;
 pub mod hf_dir;
-pub mod windows;
+pub mod tokenizer;
 
 use std::path::PathBuf;
 

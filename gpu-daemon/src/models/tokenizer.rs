@@ -1,7 +1,7 @@
-//! Tokenisation into overlapping windows, so that long inputs are scored
-//! whole instead of being silently cut at the model's position limit.
+//! Tokenisation without special tokens, keeping each token's byte offsets (which the
+//! windowing in `crate::engine::windows` works on), and the batched model inputs with
+//! CLS ... SEP added.
 
-use std::ops::Range;
 use std::path::Path;
 
 use ndarray::Array2;
@@ -16,50 +16,6 @@ pub struct TokenizedText {
     pub ids: Vec<u32>,
     /// Byte span of each token in the source text.
     pub offsets: Vec<(usize, usize)>,
-}
-
-/// Window layout over a token sequence.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WindowPlan {
-    /// Token ranges, in order; consecutive ranges overlap by `overlap` tokens.
-    pub windows: Vec<Range<usize>>,
-    /// True when the text had more tokens than `max_windows` windows cover.
-    pub truncated: bool,
-}
-
-/// Splits `n_tokens` tokens into windows of at most `content_len` tokens
-/// that overlap by `overlap` tokens, at most `max_windows` of them.
-///
-/// An empty input yields one empty window (the model still sees
-/// `[CLS] [SEP]`). Panics never: `overlap >= content_len` is treated as
-/// `content_len - 1`.
-pub fn plan_windows(
-    n_tokens: usize,
-    content_len: usize,
-    overlap: usize,
-    max_windows: usize,
-) -> WindowPlan {
-    let content_len = content_len.max(1);
-    let stride = content_len - overlap.min(content_len - 1);
-    let mut windows = Vec::new();
-    let mut start = 0;
-    loop {
-        let end = (start + content_len).min(n_tokens);
-        windows.push(start..end);
-        if end >= n_tokens {
-            return WindowPlan {
-                windows,
-                truncated: false,
-            };
-        }
-        if windows.len() >= max_windows.max(1) {
-            return WindowPlan {
-                windows,
-                truncated: true,
-            };
-        }
-        start += stride;
-    }
 }
 
 /// A WordPiece/BPE tokenizer with the ids of its special tokens.
@@ -134,40 +90,5 @@ impl WindowTokenizer {
             }
         }
         [ids, mask, types]
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_input_is_one_window() {
-        let p = plan_windows(10, 254, 64, 4);
-        assert_eq!(p.windows, vec![0..10]);
-        assert!(!p.truncated);
-    }
-
-    #[test]
-    fn empty_input_is_one_empty_window() {
-        assert_eq!(plan_windows(0, 254, 64, 4).windows, vec![0..0]);
-    }
-
-    #[test]
-    fn long_input_covers_every_token_with_overlap() {
-        let p = plan_windows(1000, 254, 64, 100);
-        assert!(!p.truncated);
-        assert_eq!(p.windows.first().unwrap().start, 0);
-        assert_eq!(p.windows.last().unwrap().end, 1000);
-        for w in p.windows.windows(2) {
-            assert_eq!(w[0].end - w[1].start, 64);
-        }
-    }
-
-    #[test]
-    fn window_cap_reports_truncation() {
-        let p = plan_windows(10_000, 254, 64, 3);
-        assert_eq!(p.windows.len(), 3);
-        assert!(p.truncated);
     }
 }

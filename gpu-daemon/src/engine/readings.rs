@@ -1,0 +1,56 @@
+//! Readings: the other ways the jailbreak signal reads a text besides as written
+//! (invisible characters as spaces, look-alike letters as Latin, tag characters and
+//! encoded payloads decoded, leetspeak and spelled-out words joined), each with the
+//! text's length and byte offsets, so that windows and spans of a reading point into the
+//! text as sent.
+
+use std::borrow::Cow;
+
+use crate::confusable::latin_reading;
+use crate::encoded::encoded_reading;
+use crate::invisible::spaced_readings;
+
+/// The readings of `text` the jailbreak signal scores besides the text as written, at most
+/// `max` of them, each with the same length and byte offsets. Each comes from a base (the
+/// text with every invisible character as spaces, the text as written, then the text with
+/// each kind of invisible character alone as spaces: see [`spaced_readings`]) with its
+/// look-alike letters folded ([`latin_reading`]) and its encoded payloads decoded
+/// ([`encoded_reading`]), so that the tricks together are undone too; bases that read as
+/// the text itself are left out. Empty for plain text.
+pub(super) fn jailbreak_readings(text: &str, max: usize) -> Vec<String> {
+    if max == 0 {
+        return Vec::new();
+    }
+    let mut spaced = spaced_readings(text).into_iter();
+    let all_spaced = spaced.next();
+    let bases = all_spaced
+        .into_iter()
+        .map(Cow::Owned)
+        .chain(std::iter::once(Cow::Borrowed(text)))
+        .chain(spaced.map(Cow::Owned));
+    let mut readings: Vec<String> = Vec::new();
+    for base in bases {
+        let folded = latin_reading(&base).map_or(base, Cow::Owned);
+        let read = encoded_reading(&folded).map_or(folded, Cow::Owned);
+        if read != text && !readings.iter().any(|r| *r == *read) {
+            readings.push(read.into_owned());
+            if readings.len() == max {
+                break;
+            }
+        }
+    }
+    readings
+}
+
+/// A flagged sentence as written, then its other readings (at most `max_readings`; see
+/// [`jailbreak_readings`]): an encoded payload or look-alike letters in a flagged sentence
+/// are read alone, not only inside a window of the text around them.
+pub(super) fn flagged_variants(sentence: &str, max_readings: usize) -> Vec<Cow<'_, str>> {
+    let mut out = vec![Cow::Borrowed(sentence)];
+    out.extend(
+        jailbreak_readings(sentence, max_readings)
+            .into_iter()
+            .map(Cow::Owned),
+    );
+    out
+}

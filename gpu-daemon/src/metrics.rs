@@ -42,6 +42,13 @@ pub struct ShedLabel {
     pub reason: String,
 }
 
+/// Label set naming a model of the engine.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabel {
+    /// `encoder` (the shared encoder or the sequence classifiers) or `pii`.
+    pub model: String,
+}
+
 /// All daemon metrics.
 pub struct Metrics {
     registry: Registry,
@@ -74,6 +81,16 @@ pub struct Metrics {
     /// Estimated engine time of the work queued and running, seconds: how long a call
     /// arriving now would wait before the engine starts it.
     pub queued_work: Gauge<f64, AtomicU64>,
+    /// Tokens each answered call ran through each model, special tokens included, over all
+    /// its windows, sentences and readings (cache hits not counted): what a request costs.
+    pub request_tokens: Family<ModelLabel, Histogram>,
+    /// Model passes (a window or a sentence) answered from the result cache.
+    pub cache_hits: Counter,
+}
+
+/// Token buckets: each bound twice the one before, from 16 to 65,536 tokens.
+fn token_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(16.0, 2.0, 13))
 }
 
 /// Upper bound of the first latency bucket, seconds (0.5 ms).
@@ -109,6 +126,10 @@ impl Metrics {
         let shed = Family::<ShedLabel, Counter>::default();
         let service_time_estimate = Gauge::<f64, AtomicU64>::default();
         let queued_work = Gauge::<f64, AtomicU64>::default();
+        let request_tokens = Family::<ModelLabel, Histogram>::new_with_constructor(
+            token_histogram as fn() -> Histogram,
+        );
+        let cache_hits = Counter::default();
         registry.register(
             "classify_requests",
             "Classify calls by gRPC status code",
@@ -169,6 +190,16 @@ impl Metrics {
             "Estimated engine time of the work queued and running: the wait of a call arriving now before the engine starts it",
             queued_work.clone(),
         );
+        registry.register(
+            "request_tokens",
+            "Tokens each answered call ran through each model (encoder, pii), special tokens included, over all its windows, sentences and readings; cache hits not counted",
+            request_tokens.clone(),
+        );
+        registry.register(
+            "cache_hits",
+            "Model passes (a window or a sentence) answered from the result cache",
+            cache_hits.clone(),
+        );
         Arc::new(Self {
             registry,
             requests,
@@ -183,6 +214,8 @@ impl Metrics {
             shed,
             service_time_estimate,
             queued_work,
+            request_tokens,
+            cache_hits,
         })
     }
 

@@ -18,7 +18,7 @@ use tonic::{Request, Response, Status};
 
 use crate::batcher::{BatchError, Batcher};
 use crate::engine::{text_ranges, ClassifyInput, ClassifyOutput, ModelNames, Part, SignalSet};
-use crate::metrics::{CodeLabel, Metrics, SignalLabel, StageLabel};
+use crate::metrics::{CodeLabel, Metrics, ModelLabel, SignalLabel, StageLabel};
 use crate::pii::Source;
 
 /// The Classifier service.
@@ -327,6 +327,15 @@ impl Classifier for ClassifierService {
             if out.truncated {
                 self.metrics.truncated.inc();
             }
+            for (model, tokens) in [("encoder", out.encoder_tokens), ("pii", out.pii_tokens)] {
+                self.metrics
+                    .request_tokens
+                    .get_or_create(&ModelLabel {
+                        model: model.into(),
+                    })
+                    .observe(f64::from(tokens));
+            }
+            self.metrics.cache_hits.inc_by(u64::from(out.cached_passes));
             for (stage, us) in [
                 ("queue", queue_us),
                 ("tokenize", out.timings.tokenize_us),

@@ -4,112 +4,17 @@
 //! Needs `make setup` (ONNX Runtime and models under build/) and the trained
 //! heads under models/heads; fails with a clear message otherwise.
 
+mod support;
+
 use base64::Engine as _;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
 use semroute_proto::v1::classifier_client::ClassifierClient;
 use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, TextSpan};
-use tonic::transport::{Channel, Endpoint};
-
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    metrics_port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn start_daemon() -> Daemon {
-    start_daemon_with(&[])
-}
-
-fn start_daemon_with(extra_args: &[&str]) -> Daemon {
-    let root = workspace_root();
-    let ort = std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("build/onnxruntime/libonnxruntime.so"));
-    assert!(
-        ort.exists(),
-        "ONNX Runtime missing at {}: run `make setup`",
-        ort.display()
-    );
-    assert!(
-        root.join("build/models/minilm/model.onnx").exists(),
-        "models missing: run `make setup`"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("daemon.sock");
-    let metrics_port = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-        .args(extra_args)
-        .env("ORT_DYLIB_PATH", &ort)
-        .current_dir(&root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn semroute-daemon");
-    let mut d = Daemon {
-        child,
-        socket,
-        metrics_port,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !d.socket.exists() {
-        if let Ok(Some(status)) = d.child.try_wait() {
-            panic!("daemon exited early: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "daemon did not create its socket within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    d
-}
-
-async fn connect(socket: &Path) -> Channel {
-    let socket = socket.to_path_buf();
-    Endpoint::try_from("http://localhost")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
-        .await
-        .expect("connect to daemon socket")
-}
+use support::{connect, http_get, sample, start_daemon, start_daemon_with, workspace_root};
+use tonic::transport::Channel;
 
 async fn classify(
     client: &mut ClassifierClient<Channel>,
@@ -662,15 +567,6 @@ async fn flagged_sentences_are_scored_alone() {
     assert!(r.jailbreak.is_some());
 }
 
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_and_unavailable_gpu_falls_back_to_cpu() {
     // This machine's ONNX Runtime has no CUDA provider: the daemon must log a
@@ -711,13 +607,6 @@ async fn metrics_count_requests_and_unavailable_gpu_falls_back_to_cpu() {
         assert_eq!(sample(&body, &count), Some(1.0), "{body}");
     }
     assert!(body.contains("semroute_daemon_batch_size"), "{body}");
-}
-
-/// The value of the sample `series` (name and labels, as exposed) in a `/metrics` body.
-fn sample(body: &str, series: &str) -> Option<f64> {
-    body.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,118 +6,26 @@
 //! assert orders of magnitude (a refusal returns in well under its deadline), not tight
 //! timings. Needs `make setup`, like `tests/grpc.rs`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+mod support;
+
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
 use semroute_proto::v1::classifier_client::ClassifierClient;
 use semroute_proto::v1::ClassifyRequest;
-use tonic::transport::{Channel, Endpoint};
+use support::{connect, http_get, sample, start_daemon};
+use tonic::transport::Channel;
 
 /// One test at a time: a second daemon classifying beside one would skew the other's
 /// estimate of its own speed.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    metrics_port: u16,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_daemon() -> Daemon {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let ort = std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("build/onnxruntime/libonnxruntime.so"));
-    assert!(
-        ort.exists(),
-        "ONNX Runtime missing at {}: run `make setup`",
-        ort.display()
-    );
-    assert!(
-        root.join("build/models/minilm/model.onnx").exists(),
-        "models missing: run `make setup`"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("daemon.sock");
-    let metrics_port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
-        .args(["serve", "--socket"])
-        .arg(&socket)
-        .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
-        .env("ORT_DYLIB_PATH", &ort)
-        .current_dir(&root)
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn semroute-daemon");
-    let mut d = Daemon {
-        child,
-        socket,
-        metrics_port,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while !d.socket.exists() {
-        if let Ok(Some(status)) = d.child.try_wait() {
-            panic!("daemon exited early: {status}");
-        }
-        assert!(
-            Instant::now() < deadline,
-            "daemon did not create its socket within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    d
-}
-
-async fn connect(socket: &Path) -> Channel {
-    let socket = socket.to_path_buf();
-    Endpoint::try_from("http://localhost")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
-        .await
-        .expect("connect to daemon socket")
-}
-
 fn metrics(port: u16) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect metrics");
-    write!(s, "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
+    http_get(port, "/metrics")
 }
 
 /// The value of the sample `series` (name and labels, as exposed); 0 when absent.
-fn sample(body: &str, series: &str) -> f64 {
-    body.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+fn value(body: &str, series: &str) -> f64 {
+    sample(body, series).unwrap_or(0.0)
 }
 
 const BATCHES: &str = "semroute_daemon_batch_size_count";
@@ -175,8 +83,8 @@ async fn a_call_that_cannot_finish_by_its_deadline_is_refused_at_once_and_never_
     let mut client = ClassifierClient::new(connect(&daemon.socket).await);
     warm_up(&mut client, 1024).await;
     let before = metrics(daemon.metrics_port);
-    assert_eq!(sample(&before, BATCHES), 2.0, "{before}");
-    let per_unit = sample(&before, ESTIMATE);
+    assert_eq!(value(&before, BATCHES), 2.0, "{before}");
+    let per_unit = value(&before, ESTIMATE);
     assert!(per_unit > 0.0, "{before}");
 
     // A 1 ms deadline: no call can be classified in that time. The daemon refuses it (or,
@@ -221,10 +129,10 @@ async fn a_call_that_cannot_finish_by_its_deadline_is_refused_at_once_and_never_
 
     let after = metrics(daemon.metrics_port);
     // None of them reached the models.
-    assert_eq!(sample(&after, BATCHES), 2.0, "{after}");
-    assert_eq!(sample(&after, CALLS_RUN), 2.0, "{after}");
-    assert_eq!(sample(&after, SHED_DEADLINE), refused, "{after}");
-    assert_eq!(sample(&after, UNAVAILABLE), refused, "{after}");
+    assert_eq!(value(&after, BATCHES), 2.0, "{after}");
+    assert_eq!(value(&after, CALLS_RUN), 2.0, "{after}");
+    assert_eq!(value(&after, SHED_DEADLINE), refused, "{after}");
+    assert_eq!(value(&after, UNAVAILABLE), refused, "{after}");
 
     // The daemon keeps serving calls it can answer in time.
     client
@@ -243,7 +151,7 @@ async fn an_overloaded_daemon_refuses_at_once_and_answers_what_it_admits_in_time
     let bytes = 2500;
     warm_up(&mut client, bytes).await;
     let before = metrics(daemon.metrics_port);
-    let per_call = sample(&before, ESTIMATE) * (1.0 + bytes as f64 / 1024.0);
+    let per_call = value(&before, ESTIMATE) * (1.0 + bytes as f64 / 1024.0);
     // Time for about six calls by the estimate; far more arrive at once.
     let deadline = Duration::from_secs_f64((6.0 * per_call).max(0.05));
     let calls = 32;
@@ -288,9 +196,9 @@ async fn an_overloaded_daemon_refuses_at_once_and_answers_what_it_admits_in_time
         missed < served,
         "{missed} admitted calls missed their deadline, {served} served"
     );
-    assert_eq!(sample(&after, SHED_DEADLINE), refused as f64, "{after}");
+    assert_eq!(value(&after, SHED_DEADLINE), refused as f64, "{after}");
     // Refused calls never reached the models.
-    let run = sample(&after, CALLS_RUN) - sample(&before, CALLS_RUN);
+    let run = value(&after, CALLS_RUN) - value(&before, CALLS_RUN);
     assert!(
         run <= (calls - refused) as f64,
         "{run} calls run, {refused} of {calls} refused"

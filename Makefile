@@ -162,10 +162,21 @@ train-heads: build
 
 # ---------------------------------------------------------------- eval
 
+EVAL_OUT := $(BUILD)/eval
+
+# Quality of the served (prepared) models, then the models as shipped
+# (config/daemon.shipped.toml), and their headline metrics side by side.
 eval: build
 	$(PYTHON) -c 'import numpy' 2>/dev/null || $(PIP) install --quiet numpy
-	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR)
-	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR)
+	mkdir -p $(EVAL_OUT)
+	@echo "== served models (config/daemon.toml)"
+	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR) --config config/daemon.toml --summary $(EVAL_OUT)/heads-served.json
+	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR) --config config/daemon.toml --summary $(EVAL_OUT)/pii-served.json
+	@echo "== models as shipped (config/daemon.shipped.toml)"
+	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR) --config config/daemon.shipped.toml --summary $(EVAL_OUT)/heads-shipped.json
+	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR) --config config/daemon.shipped.toml --summary $(EVAL_OUT)/pii-shipped.json
+	@echo "== shipped vs served"
+	$(PYTHON) scripts/eval_side_by_side.py shipped $(EVAL_OUT)/heads-shipped.json $(EVAL_OUT)/pii-shipped.json -- served $(EVAL_OUT)/heads-served.json $(EVAL_OUT)/pii-served.json
 	$(CARGO) build --release -p semroute-filter --example compress_jsonl
 	$(PYTHON) scripts/eval_compression.py --eval-dir $(EVAL_DIR)
 

@@ -50,7 +50,10 @@ def byte_to_char(text):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "../shared/eval"))
+    ap.add_argument("--config", help="daemon configuration (default: the daemon's)")
+    ap.add_argument("--summary", help="write the headline metrics to this JSON file")
     args = ap.parse_args()
+    config = ["--config", os.path.abspath(args.config)] if args.config else []
     rows = [json.loads(l) for l in open(os.path.join(args.eval_dir, "pii/presidio_synth_v2.jsonl"), encoding="utf-8")]
     daemon = os.environ.get("SEMROUTE_DAEMON_BIN", os.path.join(ROOT, "target/release/semroute-daemon"))
     if not os.path.exists(daemon):
@@ -60,7 +63,7 @@ def main():
             f.write(json.dumps({"text": r["text"]}) + "\n")
         path = f.name
     t = time.time()
-    done = subprocess.run([daemon, "classify", "--signals", "pii", "--input", path], cwd=ROOT,
+    done = subprocess.run([daemon, "classify", *config, "--signals", "pii", "--input", path], cwd=ROOT,
                           capture_output=True, text=True)
     # Split at "\n" only: `splitlines` also splits at U+2028 and U+0085 inside JSON strings.
     out = [l for l in done.stdout.split("\n") if l.strip()]
@@ -121,6 +124,10 @@ def main():
     p = tot["tp"] / max(tot["pred"], 1)
     r = tot["found"] / max(tot["gold"], 1)
     print(f"| **covered types, micro** | | {tot['gold']} | {r:.3f} | {tot['pred']} | {p:.3f} | {f1(p, r):.3f} |")
+    if args.summary:
+        with open(args.summary, "w") as f:
+            json.dump({"PII precision (covered types)": p, "PII recall (covered types)": r,
+                       "PII F1 (covered types)": f1(p, r)}, f, indent=1)
     all_gold = sum(n_gold.values())
     print(f"\nAll gold entities (including uncovered types): recall {tot['found'] / all_gold:.3f} of {all_gold}.")
     print("\nPredictions by source: " + ", ".join(f"{t}/{s}: {n}" for (t, s), n in sorted(sources.items())))

@@ -29,6 +29,7 @@ import re
 import subprocess
 import sys
 import time
+import tomllib
 
 import numpy as np
 
@@ -51,17 +52,38 @@ def daemon_bin():
     sys.exit("semroute-daemon not built: run `make build` first")
 
 
+# Headline metrics of `eval`, for `--summary`.
+SUMMARY = {}
+
+# Daemon configuration the embeddings come from (`--config`; None: the daemon's default).
+CONFIG = None
+
+
+def encoder_identity():
+    """What the embeddings depend on besides the texts: the configuration's text and the
+    encoder graph it names (size and modification time), so a prepared model rebuilt by
+    `make setup` or another configuration never reads stale cached embeddings."""
+    path = CONFIG or os.path.join(ROOT, "config/daemon.toml")
+    with open(path, "rb") as f:
+        text = f.read()
+    encoder_dir = tomllib.loads(text.decode()).get("models", {}).get("encoder_dir", "build/models/prepared/minilm")
+    model = os.path.join(ROOT, encoder_dir, "model.onnx")
+    st = os.stat(model) if os.path.exists(model) else None
+    return text + repr((model, st and st.st_size, st and st.st_mtime_ns)).encode()
+
+
 def embed(rows, cache_dir):
     """Pooled encoder embeddings [n, 384] for rows' "text", cached by content hash."""
     payload = "".join(json.dumps({"text": r["text"]}, ensure_ascii=False) + "\n" for r in rows)
-    key = hashlib.sha256(payload.encode()).hexdigest()[:16]
+    key = hashlib.sha256(payload.encode() + encoder_identity()).hexdigest()[:16]
     os.makedirs(cache_dir, exist_ok=True)
     out = os.path.join(cache_dir, f"emb-{key}.f32")
     if not os.path.exists(out):
         inp = os.path.join(cache_dir, f"in-{key}.jsonl")
         with open(inp, "w", encoding="utf-8") as f:
             f.write(payload)
-        subprocess.run([daemon_bin(), "embed", "--input", inp, "--output", out + ".tmp"], check=True, cwd=ROOT)
+        config = ["--config", CONFIG] if CONFIG else []
+        subprocess.run([daemon_bin(), "embed", *config, "--input", inp, "--output", out + ".tmp"], check=True, cwd=ROOT)
         os.replace(out + ".tmp", out)
         os.remove(inp)
     x = np.fromfile(out, dtype="<f4")
@@ -323,6 +345,8 @@ def evaluate(args):
         mask[fold] = False
         w, b = fit_softmax(x[mask], y[mask], 14, l2=DOMAIN_L2, class_weight=balanced_weights(y[mask], 14))
         pred[fold] = predict_proba(w, b, x[fold]).argmax(1)
+    SUMMARY["domain accuracy (5-fold)"] = float(np.mean(pred == y))
+    SUMMARY["domain macro-F1 (5-fold)"] = float(macro_f1(y, pred, 14))
     print("| metric | value |\n|---|---|")
     print(f"| examples | {len(y)} |")
     print(f"| accuracy | {np.mean(pred == y):.3f} |")
@@ -340,6 +364,7 @@ def evaluate(args):
     ye = np.array([DOMAIN_LABELS.index(r["label"]) for r in ext])
     pe = predict_proba(np.array(head["weights"]), np.array(head["bias"]), xe).argmax(1)
     print()
+    SUMMARY["domain accuracy, committed head, MMLU mapped"] = float(np.mean(pe == ye))
     print(f"Committed head on domain/mmlu_mapped_60_per_category.jsonl (MMLU questions, {len(ye)} rows, "
           f"other distribution): accuracy {np.mean(pe == ye):.3f}, macro-F1 {macro_f1(ye, pe, 14):.3f}")
     print()
@@ -372,6 +397,8 @@ def evaluate(args):
               f"{recall_at_fpr(ys, ss, 0.01):.3f} | {recall_at_fpr(ys, ss, 0.05):.3f} | {roc_auc(ys, ls):.3f} |")
 
     line("all", np.ones(len(y), bool))
+    SUMMARY["jailbreak AUC (5-fold)"] = float(roc_auc(y, score))
+    SUMMARY["jailbreak recall@1%FPR (5-fold)"] = float(recall_at_fpr(y, score, 0.01))
     print()
     xp = mmlu_pro_passages(args.eval_dir, cache)
     xs = mmlu_pro_sentences(args.eval_dir, cache)
@@ -403,9 +430,16 @@ def main():
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "../shared/eval"))
     ap.add_argument("--out", default=os.path.join(ROOT, "models/heads"))
     ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--config", help="daemon configuration whose encoder makes the embeddings (default: the daemon's)")
+    ap.add_argument("--summary", help="write the headline metrics of `eval` to this JSON file")
     args = ap.parse_args()
+    global CONFIG
+    CONFIG = args.config and os.path.abspath(args.config)
     t = time.time()
     (train if args.command == "train" else evaluate)(args)
+    if args.summary and SUMMARY:
+        with open(args.summary, "w") as f:
+            json.dump(SUMMARY, f, indent=1)
     print(f"\n({time.time() - t:.0f}s)", file=sys.stderr)
 
 

@@ -21,6 +21,10 @@
 //! Work is counted in units: one per call plus one per KiB of its text (`text` and
 //! `scan_text`), so that a long text weighs more than a short one; the estimate is engine
 //! time per unit, learnt from every batch.
+//!
+//! With `batching.admission = false` the queue ignores deadlines: a plain FIFO that runs
+//! every call it admitted while the queue has room, skipping only calls whose caller has
+//! gone (the behaviour before admission, kept as a benchmark baseline).
 
 use std::collections::VecDeque;
 use std::panic::AssertUnwindSafe;
@@ -260,6 +264,8 @@ struct Shared {
     /// Cleared when the engine thread ends.
     engine_alive: AtomicBool,
     capacity: usize,
+    /// Deadline-based admission and expiry (`batching.admission`).
+    admission: bool,
     metrics: Arc<Metrics>,
 }
 
@@ -347,6 +353,7 @@ impl Batcher {
             wake: Condvar::new(),
             engine_alive: AtomicBool::new(true),
             capacity: config.queue_capacity,
+            admission: config.admission,
             metrics,
         });
         shared.publish(&shared.lock(), Instant::now());
@@ -368,7 +375,8 @@ impl Batcher {
 
     /// Submits one request that must be answered by `deadline` (none: no limit) and waits
     /// for its result. A call that cannot be answered in time by the estimate is refused
-    /// at once with [`BatchError::WouldMissDeadline`].
+    /// at once with [`BatchError::WouldMissDeadline`]. Without admission
+    /// (`batching.admission = false`) the deadline is ignored: the call is queued and run.
     pub async fn classify(&self, input: ClassifyInput, deadline: Option<Instant>) -> JobResult {
         let rx = self.submit(input, deadline)?;
         rx.await.unwrap_or(Err(BatchError::Stopped))
@@ -385,6 +393,9 @@ impl Batcher {
         }
         let units = work_units(&input);
         let now = Instant::now();
+        // Without admission no call has a deadline for the queue: none is refused, expired
+        // or keeps a batch from growing.
+        let deadline = deadline.filter(|_| shared.admission);
         let mut state = shared.lock();
         if state.jobs.len() >= shared.capacity {
             drop(state);
@@ -807,6 +818,7 @@ mod tests {
             max_batch,
             max_wait_us: 0,
             queue_capacity,
+            admission: true,
         }
     }
 
@@ -903,6 +915,54 @@ mod tests {
         );
         assert_eq!(shed(&metrics, "deadline"), refused);
         assert_eq!(ran.load(Ordering::SeqCst), 1 + served as usize);
+    }
+
+    #[tokio::test]
+    async fn without_admission_every_call_is_queued_and_run_whatever_its_deadline() {
+        let metrics = Metrics::new();
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let b = Batcher::start_with(
+            sleepy(MS * 40, ran.clone()),
+            &BatchingConfig {
+                admission: false,
+                ..config(1, 64)
+            },
+            ServiceEstimate::seeded(MS * 40, MS),
+            metrics.clone(),
+        );
+        // 10 calls of 40 ms each with a 100 ms deadline: with admission most would be
+        // refused or expire; without it all run, late or not.
+        let calls: Vec<_> = (0..10)
+            .map(|_| {
+                let b = b.clone();
+                tokio::spawn(async move {
+                    b.classify(ClassifyInput::default(), Some(Instant::now() + MS * 100))
+                        .await
+                })
+            })
+            .collect();
+        for c in calls {
+            assert!(c.await.unwrap().is_ok());
+        }
+        assert_eq!(ran.load(Ordering::SeqCst), 10);
+        for reason in ["deadline", "expired", "queue_full"] {
+            assert_eq!(shed(&metrics, reason), 0, "{reason}");
+        }
+        // A caller that has gone is still skipped.
+        let busy = tokio::spawn({
+            let b = b.clone();
+            async move { b.classify(ClassifyInput::default(), None).await }
+        });
+        tokio::time::sleep(MS * 10).await;
+        // Polled once (queued), then dropped.
+        let gone =
+            tokio::time::timeout(Duration::ZERO, b.classify(ClassifyInput::default(), None)).await;
+        assert!(gone.is_err());
+        assert!(busy.await.unwrap().is_ok());
+        // Queued behind the gone call: the engine skips that one on its way here.
+        b.classify(ClassifyInput::default(), None).await.unwrap();
+        assert_eq!(metrics.abandoned.get(), 1);
+        assert_eq!(ran.load(Ordering::SeqCst), 12);
     }
 
     #[tokio::test]

@@ -226,6 +226,13 @@ pub struct BatchingConfig {
     pub max_wait_us: u64,
     /// Requests queued beyond this are refused with UNAVAILABLE.
     pub queue_capacity: usize,
+    /// Deadline-based admission and expiry: a call that by the running estimate of engine
+    /// time would be answered past its `grpc-timeout` is refused at submit, one whose
+    /// deadline passes (or would before it could finish) while queued is dropped unrun, and
+    /// a batch grows only while every call in it can finish in time. `false`: a plain FIFO
+    /// queue that runs every call it admitted (only calls whose caller has gone are
+    /// skipped), the behaviour before admission existed; kept as a benchmark baseline.
+    pub admission: bool,
 }
 
 impl Default for BatchingConfig {
@@ -234,6 +241,7 @@ impl Default for BatchingConfig {
             max_batch: 8,
             max_wait_us: 0,
             queue_capacity: 1024,
+            admission: true,
         }
     }
 }
@@ -426,6 +434,18 @@ mod tests {
         let c = DaemonConfig::load(&path).unwrap();
         assert_eq!(c.models.encoder_dir, Path::new("build/models/minilm"));
         assert_eq!(c.cache.encoder_bytes, 0);
+    }
+
+    #[test]
+    fn admission_is_on_by_default_and_can_be_turned_off() {
+        assert!(DaemonConfig::default().batching.admission);
+        let c: DaemonConfig = toml::from_str("[batching]\nadmission = false").unwrap();
+        c.validate().unwrap();
+        assert!(!c.batching.admission);
+        let err = toml::from_str::<DaemonConfig>("[batching]\nadmission = \"off\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("admission"), "{err}");
     }
 
     #[test]

@@ -433,6 +433,11 @@ pub fn without_wasm_filter(config: &str) -> Result<String, String> {
 pub struct RouterOptions {
     /// Start the real daemon (otherwise the socket stays absent).
     pub daemon: bool,
+    /// The daemon's configuration file (`serve --config`), relative to the workspace
+    /// root unless absolute; none: the daemon's built-in defaults (those of
+    /// `config/daemon.toml`). The harness's socket and metrics address override the
+    /// file's.
+    pub daemon_config: Option<PathBuf>,
     /// Filter configuration replacing the one in `envoy.yaml`.
     pub filter_config: Option<Value>,
     /// Remove the semroute wasm filter from the Envoy configuration: the
@@ -562,12 +567,16 @@ impl Router {
             let mut cmd = Command::new(bin);
             cmd.current_dir(workspace_root())
                 .env("ORT_DYLIB_PATH", ort)
-                .args(["serve", "--socket"])
-                .arg(&layout.socket)
-                .args([
-                    "--metrics-addr",
-                    &format!("127.0.0.1:{}", layout.daemon_metrics_port.unwrap_or(0)),
-                ]);
+                .arg("serve");
+            if let Some(config) = &options.daemon_config {
+                let config = workspace_root().join(config);
+                cmd.arg("--config")
+                    .arg(require(config, "the daemon configuration")?);
+            }
+            cmd.arg("--socket").arg(&layout.socket).args([
+                "--metrics-addr",
+                &format!("127.0.0.1:{}", layout.daemon_metrics_port.unwrap_or(0)),
+            ]);
             Some(ChildGuard::spawn(
                 "semroute-daemon",
                 cmd,
@@ -686,6 +695,13 @@ impl Router {
         Some(metric_value(&text, series).unwrap_or(0.0))
     }
 
+    /// The daemon's resident set size (`VmRSS` of `/proc/<pid>/status`), KiB; `None`
+    /// when no daemon runs or it cannot be read.
+    pub fn daemon_rss_kib(&self) -> Option<u64> {
+        let pid = self.daemon.as_ref()?.id()?;
+        proc_status_kib(pid, "VmRSS")
+    }
+
     /// Stops the daemon (the socket path stays, as after a crash).
     pub fn stop_daemon(&mut self) {
         if let Some(d) = self.daemon.as_mut() {
@@ -720,6 +736,15 @@ impl Drop for Router {
             u.stop();
         }
     }
+}
+
+/// A `kB` field (`VmRSS`, `VmHWM`, ...) of `/proc/<pid>/status`, KiB.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|l| {
+        let v = l.strip_prefix(field)?.strip_prefix(':')?;
+        v.trim().strip_suffix("kB")?.trim().parse().ok()
+    })
 }
 
 /// The value of `series` (name and labels, as exposed) in a Prometheus text
@@ -771,6 +796,13 @@ mod tests {
         assert!(!bare.contains("semroute_filter.wasm"));
         assert!(bare.contains("envoy.filters.http.router"));
         assert!(bare.contains("port_value: 20000"));
+    }
+
+    #[test]
+    fn proc_status_fields_are_read_in_kib() {
+        let rss = proc_status_kib(std::process::id(), "VmRSS").unwrap();
+        assert!(rss > 0);
+        assert_eq!(proc_status_kib(std::process::id(), "NoSuchField"), None);
     }
 
     #[test]

@@ -1,6 +1,10 @@
 //! What the benchmarks (`router-bench`, `filter-bench`) share: the generated request
 //! bodies (the same deterministic prose and final question, so both tables describe the
-//! same bodies), the instant daemon's `Classify` reply, and table helpers.
+//! same bodies), prompts of real prose from the evaluation data, the instant daemon's
+//! `Classify` reply, and table helpers.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 
 use semroute_proto::v1::{ClassifyResponse, DomainResult, JailbreakResult, PiiResult};
 use serde_json::{json, Value};
@@ -190,6 +194,163 @@ pub fn history_body(bytes: usize) -> Vec<u8> {
     }
 }
 
+/// The evaluation data directory of the benchmarks: `$EVAL_DIR` (as `make eval` takes
+/// it), else [`crate::eval_dir`] (`$SEMROUTE_EVAL_DIR`, default `../shared/eval` next to
+/// the workspace).
+pub fn bench_eval_dir() -> PathBuf {
+    std::env::var_os("EVAL_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(crate::eval_dir)
+}
+
+/// Short questions that end the real-prose prompts, one drawn per prompt.
+pub const PROSE_QUESTIONS: [&str; 6] = [
+    "Summarize the main points of the text above in three sentences.",
+    "What are the key facts stated in the text above?",
+    "Write a short title for the text above and explain your choice.",
+    "Which part of the text above would a newcomer find hardest to follow, and why?",
+    "List the open questions the text above leaves unanswered.",
+    "Explain the text above to a colleague who has not read it.",
+];
+
+/// Passages of real prose read from the evaluation data (`benign/documents.jsonl`: one
+/// JSON object per line with `text`, `kind` and `words`), never copied anywhere, and a
+/// seeded draw of prompts made of them: [`ProsePrompts::next`] concatenates passages
+/// drawn at random to about the asked size and ends with one of [`PROSE_QUESTIONS`]. No
+/// two prompts of one [`ProsePrompts`] start with the same passage, so none is a repeat
+/// that a result cache could answer.
+pub struct ProsePrompts {
+    passages: Vec<(String, usize)>,
+    kinds: usize,
+    source: PathBuf,
+    rng: u64,
+    used_first: HashSet<usize>,
+}
+
+/// Document kinds left out of the prose prompts: source code is not prose.
+const NOT_PROSE: [&str; 1] = ["code"];
+
+impl ProsePrompts {
+    /// Reads `benign/documents.jsonl` under `eval_dir`; `seed` fixes the draw. An error
+    /// that names the file and `EVAL_DIR` when it is missing or holds no passage.
+    pub fn load(eval_dir: &Path, seed: u64) -> Result<Self, String> {
+        let source = eval_dir.join("benign/documents.jsonl");
+        let text = std::fs::read_to_string(&source).map_err(|e| {
+            format!(
+                "cannot read the prose passages {}: {e}; set EVAL_DIR to the evaluation data                  directory (default ../shared/eval)",
+                source.display()
+            )
+        })?;
+        let mut passages = Vec::new();
+        let mut kinds = HashSet::new();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let v: Value = serde_json::from_str(line)
+                .map_err(|e| format!("{} line {}: {e}", source.display(), i + 1))?;
+            let kind = v["kind"].as_str().unwrap_or("");
+            let Some(text) = v["text"].as_str() else {
+                continue;
+            };
+            let words = text.split_whitespace().count();
+            if words == 0 || NOT_PROSE.contains(&kind) {
+                continue;
+            }
+            kinds.insert(kind.to_string());
+            passages.push((text.trim().to_string(), words));
+        }
+        if passages.is_empty() {
+            return Err(format!(
+                "{} holds no prose passage; set EVAL_DIR to the evaluation data directory",
+                source.display()
+            ));
+        }
+        Ok(Self {
+            passages,
+            kinds: kinds.len(),
+            source,
+            rng: seed | 1,
+            used_first: HashSet::new(),
+        })
+    }
+
+    /// The file read, the passages kept and their kinds, for a benchmark's setup line.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({} passages of {} kinds, {} left out)",
+            self.source.display(),
+            self.passages.len(),
+            self.kinds,
+            NOT_PROSE.join(", ")
+        )
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        // splitmix64
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn draw(&mut self) -> usize {
+        (self.next_u64() % self.passages.len() as u64) as usize
+    }
+
+    /// The next prompt: passages to about `tokens` tokens (0.75 words per token, the
+    /// question included), the last one cut at a word, then a blank line and a question.
+    pub fn next(&mut self, tokens: usize) -> String {
+        let question = PROSE_QUESTIONS[(self.next_u64() % PROSE_QUESTIONS.len() as u64) as usize];
+        let want = (tokens * 3 / 4)
+            .saturating_sub(question.split_whitespace().count())
+            .max(1);
+        let mut first = self.draw();
+        if self.used_first.len() < self.passages.len() {
+            while !self.used_first.insert(first) {
+                first = (first + 1) % self.passages.len();
+            }
+        }
+        let mut out = String::new();
+        let mut words = 0;
+        let mut i = first;
+        while words < want {
+            let (text, n) = &self.passages[i];
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(first_words(text, want - words));
+            words += (*n).min(want - words);
+            i = self.draw();
+        }
+        out.push_str("\n\n");
+        out.push_str(question);
+        out
+    }
+}
+
+/// The prefix of `text` holding its first `n` whitespace-separated words.
+fn first_words(text: &str, n: usize) -> &str {
+    let mut seen = 0;
+    let mut in_word = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            if in_word {
+                seen += 1;
+                if seen == n {
+                    return &text[..i];
+                }
+            }
+            in_word = false;
+        } else {
+            in_word = true;
+        }
+    }
+    text
+}
+
 /// The benchmarks' instant daemon reply: math (confidence 0.9), jailbreak score 0.01,
 /// no personal data, `input_tokens` encoder tokens.
 pub fn instant_reply(request_id: String, input_tokens: u32) -> ClassifyResponse {
@@ -236,6 +397,48 @@ pub fn size_name(bytes: usize) -> String {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn first_words_cuts_at_a_word() {
+        assert_eq!(first_words("one two  three\nfour", 2), "one two");
+        assert_eq!(first_words("one two  three\nfour", 3), "one two  three");
+        assert_eq!(first_words("one two", 5), "one two");
+        assert_eq!(first_words("  one two", 1), "  one");
+    }
+
+    #[test]
+    fn prose_prompts_reach_the_size_differ_and_repeat_by_seed() {
+        let dir = std::env::temp_dir().join(format!("semroute-prose-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("benign")).unwrap();
+        let mut lines = String::new();
+        for i in 0..50 {
+            let text: Vec<String> = (0..40).map(|w| format!("w{i}x{w}")).collect();
+            let kind = if i % 10 == 0 { "code" } else { "news" };
+            lines.push_str(&json!({"text": text.join(" "), "kind": kind, "words": 40}).to_string());
+            lines.push('\n');
+        }
+        std::fs::write(dir.join("benign/documents.jsonl"), lines).unwrap();
+        let mut a = ProsePrompts::load(&dir, 7).unwrap();
+        let mut b = ProsePrompts::load(&dir, 7).unwrap();
+        assert_eq!(a.passages.len(), 45, "code left out");
+        let mut seen = HashSet::new();
+        for tokens in [40, 100, 400] {
+            for _ in 0..5 {
+                let p = a.next(tokens);
+                assert_eq!(p, b.next(tokens));
+                let words = p.split_whitespace().count();
+                assert!(
+                    words.abs_diff(tokens * 3 / 4) <= 1,
+                    "{words} words for {tokens}"
+                );
+                assert!(PROSE_QUESTIONS.iter().any(|q| p.ends_with(q)));
+                assert!(seen.insert(p));
+            }
+        }
+        let err = ProsePrompts::load(&dir.join("missing"), 7).err().unwrap();
+        assert!(err.contains("EVAL_DIR"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn tail_words_are_distinct() {

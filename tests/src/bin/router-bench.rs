@@ -4,9 +4,10 @@
 //! ```text
 //! cargo run --release -p semroute-e2e --bin router-bench -- [options]
 //!   --mode overhead|filter|fairness|capacity|all   which table(s) (default all)
-//!   --requests N                 timed requests per size and router (default 30)
+//!   --requests N                 timed requests per size and router (default 30; overhead:
+//!                                15, 10 from 16K tokens)
 //!   --warmup N                   untimed requests per size and router first (default 3)
-//!   --tokens 100,500,2000,8000   prompt sizes of the overhead table, in tokens
+//!   --tokens 100,500,2000,8000,16000   prompt sizes of the overhead table, in tokens
 //!   --bytes 2048,65536,524288,1048576,4194304   body sizes of the filter table, in bytes
 //!   --max-seconds S              stop a size early after S seconds (default 40)
 //!   --pace-us N                  filter table: pause N µs after each 16 KiB of body
@@ -21,10 +22,16 @@
 //!                                answer and its next request (default 500)
 //! ```
 //!
-//! - **overhead**: the whole router (filter + the real daemon and models)
-//!   against plain Envoy: client-side latency p50 / p99 of
-//!   `POST /v1/chat/completions` with `"model": "auto"` and a generated prompt
-//!   of about N tokens (0.75 words per token), sequential requests.
+//! - **overhead**: the whole router (filter + the real daemon and models, all three
+//!   signals) on the daemon's served configuration (`config/daemon.toml`) and on the
+//!   baseline one (`config/daemon.shipped.toml`), against plain Envoy, the three measured
+//!   in the same run: client-side latency p50 / p99 of `POST /v1/chat/completions` with
+//!   `"model": "auto"`, sequential requests, each round a different prompt of real prose
+//!   of about N tokens (0.75 words per token): passages of the evaluation data
+//!   (`$EVAL_DIR/benign/documents.jsonl`, default `../shared/eval`, read at run time)
+//!   drawn by a fixed seed, then a short question; the overhead (router p50 − plain p50)
+//!   of each and their ratio, the daemon's time from `x-semroute-timing`, and each
+//!   daemon's RSS after the load.
 //! - **capacity**: the whole router under load, with the filter's own daemon deadline
 //!   (`daemon.timeout_ms` of `envoy.yaml`) and failure mode: closed-loop clients at each
 //!   concurrency (each client pausing `--think-ms` between an answer and its next request, as
@@ -62,7 +69,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use semroute_e2e::bench::{
-    chat_body, history_body, instant_reply, last_turn_body, quantile, size_name, Prose, QUESTION,
+    bench_eval_dir, chat_body, history_body, instant_reply, last_turn_body, quantile, size_name,
+    Prose, ProsePrompts, QUESTION,
 };
 use semroute_e2e::{default_filter_config, target_dir, Router, RouterOptions};
 use semroute_proto::v1::classifier_server::{Classifier, ClassifierServer};
@@ -72,6 +80,8 @@ use serde_json::{json, Value};
 struct Args {
     mode: String,
     requests: usize,
+    /// `--requests` was given (the overhead table has its own default otherwise).
+    requests_given: bool,
     warmup: usize,
     tokens: Vec<usize>,
     bytes: Vec<usize>,
@@ -111,8 +121,9 @@ fn parse_args() -> Args {
     let mut a = Args {
         mode: "all".into(),
         requests: 30,
+        requests_given: false,
         warmup: 3,
-        tokens: vec![100, 500, 2000, 8000],
+        tokens: vec![100, 500, 2000, 8000, 16000],
         bytes: vec![2048, 65536, 524_288, 1_048_576, 4_194_304],
         max_seconds: 40.0,
         pace_us: 200,
@@ -130,7 +141,10 @@ fn parse_args() -> Args {
         };
         match flag.as_str() {
             "--mode" => a.mode = value(),
-            "--requests" => a.requests = value().parse().unwrap_or_else(|_| usage("bad N")),
+            "--requests" => {
+                a.requests = value().parse().unwrap_or_else(|_| usage("bad N"));
+                a.requests_given = true;
+            }
             "--warmup" => a.warmup = value().parse().unwrap_or_else(|_| usage("bad N")),
             "--tokens" => a.tokens = list(&value()),
             "--bytes" => a.bytes = list(&value()),
@@ -296,13 +310,6 @@ impl Conn {
 }
 
 // --------------------------------------------------------------- prompts
-
-/// A chat body whose user turn is about `tokens` tokens (0.75 words each).
-fn body_of_tokens(tokens: usize) -> Vec<u8> {
-    let words = (tokens * 3 / 4).saturating_sub(QUESTION.split_whitespace().count());
-    let doc = Prose(0x2545_f491_4f6c_dd1d).text(words, usize::MAX);
-    chat_body(&format!("{doc}\n\n{QUESTION}")).into_bytes()
-}
 
 /// Builds a request body of about the given size in bytes.
 type MakeBody = fn(usize) -> Vec<u8>;
@@ -561,70 +568,278 @@ fn warm_daemon(conn: &mut Conn) {
     }
 }
 
+/// The routers of the overhead table: plain Envoy, the router with the daemon on its
+/// served configuration, the router with the daemon on the baseline configuration.
+const OVERHEAD_ROUTERS: usize = 3;
+/// Daemon configurations of the overhead table's two routers (served, baseline).
+const SERVED_DAEMON_CONFIG: &str = "config/daemon.toml";
+const BASELINE_DAEMON_CONFIG: &str = "config/daemon.shipped.toml";
+/// Seed of the overhead table's prompt draw, so that runs send the same prompts.
+const OVERHEAD_SEED: u64 = 0x5eed_0f0e_4d5e;
+
+/// One prompt size of the overhead table, every router measured on the same prompts.
+#[derive(Default)]
+struct OverheadRow {
+    tokens: usize,
+    /// Body bytes of each prompt sent.
+    bytes: Vec<usize>,
+    /// Client latency, ms, per router (plain, served, baseline).
+    ms: [Vec<f64>; OVERHEAD_ROUTERS],
+    /// `x-semroute-timing` entries per router with the filter (served, baseline).
+    timings: [Vec<(String, f64)>; 2],
+    /// Served router: upstream model (or the block) per request.
+    routed: std::collections::BTreeMap<String, usize>,
+    /// Fallbacks per router with the filter (served, baseline).
+    fallbacks: [usize; 2],
+}
+
+/// Sends each router in turn a prompt of about `tokens` tokens, a new one per round
+/// (the same prompt to the three routers of a round): `warmup` untimed rounds, then up
+/// to `requests` timed rounds within `max_seconds`.
+fn measure_overhead(
+    conns: &mut [Conn; OVERHEAD_ROUTERS],
+    prompts: &mut ProsePrompts,
+    tokens: usize,
+    warmup: usize,
+    requests: usize,
+    max_seconds: f64,
+) -> OverheadRow {
+    const NAMES: [&str; OVERHEAD_ROUTERS] = ["plain", "served", "baseline"];
+    let mut row = OverheadRow {
+        tokens,
+        ..Default::default()
+    };
+    let started = Instant::now();
+    for i in 0..warmup + requests {
+        if i >= warmup && started.elapsed().as_secs_f64() > max_seconds && row.ms[1].len() >= 5 {
+            break;
+        }
+        let body = chat_body(&prompts.next(tokens)).into_bytes();
+        if i >= warmup {
+            row.bytes.push(body.len());
+        }
+        // Rotate which router goes first, so drift hits all alike.
+        for k in 0..OVERHEAD_ROUTERS {
+            let r = (i + k) % OVERHEAD_ROUTERS;
+            let t = Instant::now();
+            let a = conns[r]
+                .post("/v1/chat/completions", &body)
+                .unwrap_or_else(|e| die(&format!("request failed: {e}")));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            // 403: the router blocked the prompt (a jailbreak score or personal data the
+            // policy does not allow); it was classified all the same.
+            if a.status != 200 && !(a.status == 403 && r > 0) {
+                die(&format!(
+                    "status {} from the {} router: {}",
+                    a.status,
+                    NAMES[r],
+                    String::from_utf8_lossy(&a.body)
+                ));
+            }
+            if i < warmup {
+                continue;
+            }
+            row.ms[r].push(ms);
+            if r == 0 {
+                continue;
+            }
+            if a.header("x-semroute-fallback").is_some() {
+                row.fallbacks[r - 1] += 1;
+            }
+            if let Some(t) = upstream_timing(&a) {
+                push_timings(&mut row.timings[r - 1], &t);
+            }
+            if r == 1 {
+                let to = match a.status {
+                    200 => served_by(&a),
+                    s => format!(
+                        "{s} {}",
+                        a.header("x-semroute-decision").unwrap_or("blocked")
+                    ),
+                };
+                *row.routed.entry(to).or_default() += 1;
+            }
+        }
+    }
+    row
+}
+
+fn mib(kib: Option<u64>) -> String {
+    kib.map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
 fn overhead(args: &Args) {
-    eprintln!("router-bench: starting the router (daemon, Envoy with the filter) and plain Envoy");
-    let router = start(RouterOptions {
+    let eval_dir = bench_eval_dir();
+    let mut prompts = ProsePrompts::load(&eval_dir, OVERHEAD_SEED).unwrap_or_else(|e| die(&e));
+    let filter = bench_filter_config();
+    // The default policy asks for all three signals of an `auto` request.
+    if filter["auto_model"] != "auto"
+        || filter["jailbreak"]["enabled"] != true
+        || filter["pii"]["enabled"] != true
+    {
+        die("the filter configuration of envoy.yaml no longer asks for domain, jailbreak and pii");
+    }
+    let load_before = load_average();
+    eprintln!(
+        "router-bench: starting plain Envoy and the router twice (daemon on {SERVED_DAEMON_CONFIG}, \
+         daemon on {BASELINE_DAEMON_CONFIG})"
+    );
+    let with_daemon = |config: &str| RouterOptions {
         daemon: true,
-        filter_config: Some(bench_filter_config()),
+        daemon_config: Some(PathBuf::from(config)),
+        filter_config: Some(filter.clone()),
         ..Default::default()
+    };
+    let (plain, served, baseline) = std::thread::scope(|s| {
+        let plain = s.spawn(|| {
+            start(RouterOptions {
+                without_filter: true,
+                ..Default::default()
+            })
+        });
+        let served = s.spawn(|| start(with_daemon(SERVED_DAEMON_CONFIG)));
+        let baseline = s.spawn(|| start(with_daemon(BASELINE_DAEMON_CONFIG)));
+        let join = |h: std::thread::ScopedJoinHandle<'_, Router>| {
+            h.join().unwrap_or_else(|_| die("a router failed to start"))
+        };
+        (join(plain), join(served), join(baseline))
     });
-    let plain = start(RouterOptions {
-        without_filter: true,
-        ..Default::default()
-    });
-    let mut with = Conn::new(router.layout.port, Duration::ZERO);
-    let mut without = Conn::new(plain.layout.port, Duration::ZERO);
-    warm_daemon(&mut with);
+    let mut conns = [&plain, &served, &baseline].map(|r| Conn::new(r.layout.port, Duration::ZERO));
+    warm_daemon(&mut conns[1]);
+    warm_daemon(&mut conns[2]);
+    let rss_start = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
     let mut rows = Vec::new();
     for &tokens in &args.tokens {
-        let body = body_of_tokens(tokens);
-        let s = measure(
-            &mut with,
-            &mut without,
-            None,
-            &body,
+        let requests = match args.requests_given {
+            true => args.requests,
+            false if tokens >= 16_000 => 10,
+            false => 15,
+        };
+        let row = measure_overhead(
+            &mut conns,
+            &mut prompts,
+            tokens,
             args.warmup,
-            args.requests,
+            requests,
             args.max_seconds,
         );
         eprintln!(
-            "router-bench: overhead ~{tokens} tokens done ({} requests)",
-            s.with.len()
+            "router-bench: overhead ~{tokens} tokens done ({} requests per router)",
+            row.ms[1].len()
         );
-        rows.push((tokens, body.len(), s));
+        rows.push(row);
     }
+    let rss_end = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
+    let peak = [&served, &baseline].map(|r| {
+        r.daemon
+            .as_ref()
+            .and_then(|d| d.id())
+            .and_then(|pid| semroute_e2e::proc_status_kib(pid, "VmHWM"))
+    });
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!();
-    println!("## Router overhead through Envoy (real daemon and models)");
+    println!("## Router overhead through Envoy (real daemon and models, real prose)");
     println!();
     println!(
-        "Client latency in ms, sequential `POST /v1/chat/completions` with `\"model\": \"auto\"`; \
-         baseline = the same Envoy without the semroute filter; requests alternate between the two."
+        "- client latency in ms of sequential `POST /v1/chat/completions` with `\"model\": \"auto\"` \
+         (domain, jailbreak and pii asked of the daemon); three routers measured in the same run, \
+         each round sending one prompt to each in turn: **plain** = the same Envoy without the \
+         semroute filter, **served** = the router with the daemon on `{SERVED_DAEMON_CONFIG}`, \
+         **baseline** = the router with the daemon on `{BASELINE_DAEMON_CONFIG}` (models as \
+         shipped, 256-token windows, extra jailbreak passes always, one shared pool, no cache)"
+    );
+    println!(
+        "- overhead = router p50 − plain p50; ratio = baseline overhead / served overhead; \
+         filter daemon timeout raised to 10 s (no fallback skews the numbers)"
+    );
+    println!(
+        "- prompts: passages of {} concatenated to about N tokens (0.75 words per token), then a \
+         short question; a different prompt every round (seed {OVERHEAD_SEED:#x}), so no result \
+         cache answers one; {} warm-up rounds per size",
+        prompts.describe(),
+        args.warmup
+    );
+    println!(
+        "- {cores} cores; clients, the three Envoys (one worker each), upstreams and both daemons \
+         share them; load average at the start {load_before}, at the end {}",
+        load_average()
     );
     println!();
-    println!("| prompt | body | n | plain p50 | plain p99 | router p50 | router p99 | added p50 | added p99 | daemon call p50 | inference p50 | routed to |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for (tokens, bytes, s) in &rows {
-        let routed: Vec<String> = s.routed.iter().map(|(m, n)| format!("{m} x{n}")).collect();
-        let fallback = if s.fallbacks > 0 {
-            format!(" ({} fallbacks)", s.fallbacks)
-        } else {
-            String::new()
-        };
+    println!("| prompt | body (mean) | n | plain p50 | plain p99 | served p50 | served p99 | baseline p50 | baseline p99 | overhead served p50 | overhead baseline p50 | ratio p50 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &rows {
+        let p50 = |r: usize| quantile(&row.ms[r], 0.5);
+        let p99 = |r: usize| quantile(&row.ms[r], 0.99);
+        let (served_over, baseline_over) = (p50(1) - p50(0), p50(2) - p50(0));
+        let mean_bytes = row.bytes.iter().sum::<usize>() / row.bytes.len().max(1);
         println!(
-            "| ~{tokens} tokens | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{fallback} |",
-            size_name(*bytes),
-            s.with.len(),
-            f2(quantile(&s.without, 0.5)),
-            f2(quantile(&s.without, 0.99)),
-            f2(quantile(&s.with, 0.5)),
-            f2(quantile(&s.with, 0.99)),
-            f2(quantile(&s.with, 0.5) - quantile(&s.without, 0.5)),
-            f2(quantile(&s.with, 0.99) - quantile(&s.without, 0.99)),
-            f2(quantile(&s.timing("daemon"), 0.5)),
-            f2(quantile(&s.timing("inference"), 0.5)),
+            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.tokens,
+            size_name(mean_bytes),
+            row.ms[1].len(),
+            f2(p50(0)),
+            f2(p99(0)),
+            f2(p50(1)),
+            f2(p99(1)),
+            f2(p50(2)),
+            f2(p99(2)),
+            f2(served_over),
+            f2(baseline_over),
+            if served_over > 0.0 {
+                format!("{:.2}x", baseline_over / served_over)
+            } else {
+                "-".into()
+            }
+        );
+    }
+    println!();
+    println!(
+        "Where the time goes (ms, p50, from the filter's `x-semroute-timing` that the upstream \
+         echoes): `daemon call` = the filter's Classify call, dispatch to reply; `inference` = \
+         the daemon's own time for the request (its reply's timings); `filter` = the filter's \
+         callbacks. Blocked requests (403) have no upstream and give no timings."
+    );
+    println!();
+    println!("| prompt | daemon call served | daemon call baseline | inference served | inference baseline | filter served | compress served | fallbacks served / baseline | served: routed to |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for row in &rows {
+        let t = |r: usize, name: &str| f2(quantile(&named(&row.timings[r], name), 0.5));
+        let routed: Vec<String> = row
+            .routed
+            .iter()
+            .map(|(m, n)| format!("{m} x{n}"))
+            .collect();
+        println!(
+            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            row.tokens,
+            t(0, "daemon"),
+            t(1, "daemon"),
+            t(0, "inference"),
+            t(1, "inference"),
+            t(0, "filter"),
+            t(0, "compress"),
+            row.fallbacks[0],
+            row.fallbacks[1],
             routed.join(", ")
         );
     }
+    println!();
+    println!(
+        "Daemon RSS (`VmRSS` of /proc/<pid>/status, MiB): served {} after warm-up, {} after the \
+         load (peak `VmHWM` {}); baseline {} after warm-up, {} after the load (peak {}).",
+        mib(rss_start[0]),
+        mib(rss_end[0]),
+        mib(peak[0]),
+        mib(rss_start[1]),
+        mib(rss_end[1]),
+        mib(peak[1]),
+    );
 }
 
 /// The buffered baseline module (`filter-wasm/examples/buffered_baseline.rs`).
@@ -951,8 +1166,15 @@ fn main() {
     }
     println!(
         "# router-bench: Envoy from envoy.yaml (one worker each), {} timed requests per size and \
-         router after {} warm-up, at most {} s per size",
-        args.requests, args.warmup, args.max_seconds
+         router{} after {} warm-up, at most {} s per size",
+        args.requests,
+        if args.requests_given {
+            ""
+        } else {
+            " (overhead: 15, 10 from 16K tokens)"
+        },
+        args.warmup,
+        args.max_seconds
     );
     if args.mode == "filter" || args.mode == "all" {
         filter(&args);
@@ -1164,6 +1386,7 @@ fn capacity_setup(filter: &Value, args: &Args, body_bytes: usize) -> Vec<String>
                 "queue_capacity",
                 "intra_threads",
                 "max_seq_len",
+                "admission",
             ]
             .iter()
             .any(|k| l.starts_with(k))
@@ -1189,6 +1412,84 @@ fn capacity_setup(filter: &Value, args: &Args, body_bytes: usize) -> Vec<String>
                 .unwrap_or_else(|_| "unknown".into())
         ),
     ]
+}
+
+/// Label prefix of the capacity rows measured with admission off.
+const FIFO_BASELINE: &str = "baseline, admission off:";
+
+/// The 16-client row and the open-loop row at `rate` (when given) again on a router whose
+/// daemon runs `config/daemon.toml` with `batching.admission = false`.
+fn capacity_baseline(
+    args: &Args,
+    filter: &Value,
+    rate: Option<f64>,
+    next: &Counter,
+) -> Vec<CapacityRow> {
+    let served = semroute_e2e::workspace_root().join("config/daemon.toml");
+    let toml = std::fs::read_to_string(&served)
+        .unwrap_or_else(|e| die(&format!("{}: {e}", served.display())));
+    let mut replaced = false;
+    let fifo: Vec<String> = toml
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("admission") {
+                replaced = true;
+                "admission = false".to_string()
+            } else {
+                l.to_string()
+            }
+        })
+        .collect();
+    if !replaced {
+        die("config/daemon.toml has no `admission` line in [batching]");
+    }
+    let dir = semroute_e2e::tempfile_dir::TempDir::new("semroute-bench")
+        .unwrap_or_else(|e| die(&format!("temporary directory: {e}")));
+    let config = dir.path().join("daemon-fifo.toml");
+    std::fs::write(&config, fifo.join("\n") + "\n")
+        .unwrap_or_else(|e| die(&format!("{}: {e}", config.display())));
+    eprintln!("router-bench: starting the router with admission off for the capacity baseline");
+    let router = start(RouterOptions {
+        daemon: true,
+        daemon_config: Some(config),
+        filter_config: Some(filter.clone()),
+        ..Default::default()
+    });
+    let port = router.layout.port;
+    warm_daemon(&mut Conn::new(port, Duration::ZERO));
+    // Untimed, as for the rows above.
+    let _ = closed_loop(port, 1, 2.0, Duration::ZERO, args.capacity_tokens, next);
+    let think = Duration::from_millis(args.think_ms);
+    let mut rows = vec![capacity_row(
+        &router,
+        format!("{FIFO_BASELINE} closed loop, 16 clients"),
+        || {
+            closed_loop(
+                port,
+                16,
+                args.capacity_seconds,
+                think,
+                args.capacity_tokens,
+                next,
+            )
+        },
+    )];
+    if let Some(rate) = rate {
+        rows.push(capacity_row(
+            &router,
+            format!("{FIFO_BASELINE} open loop, {rate:.1} req/s (4x capacity)"),
+            || {
+                open_loop(
+                    port,
+                    rate,
+                    args.capacity_seconds,
+                    args.capacity_tokens,
+                    next,
+                )
+            },
+        ));
+    }
+    rows
 }
 
 /// Runs one row's load, with the daemon's counts over it.
@@ -1272,6 +1573,13 @@ fn capacity(args: &Args) {
             },
         ));
     }
+    drop(router);
+    rows.extend(capacity_baseline(
+        args,
+        &filter,
+        (capacity > 0.0).then_some(4.0 * capacity),
+        &next,
+    ));
     println!();
     println!("## Capacity through Envoy (real daemon and models, the filter's deadline)");
     println!();
@@ -1281,6 +1589,12 @@ fn capacity(args: &Args) {
     println!(
         "- capacity = classified requests per second at 16 clients: {capacity:.2}; \
          goodput = classified requests answered within the {deadline_ms} ms deadline per second"
+    );
+    println!(
+        "- baseline rows: the same daemon configuration with `batching.admission = false` \
+         (no deadline-based refusal or expiry: a FIFO queue that runs every call it admitted, \
+         skipping only callers that have gone), on a fresh router started after the rows above \
+         (same prompt size, think time and open-loop rate)"
     );
     println!();
     println!(

@@ -13,7 +13,7 @@ use semroute_daemon::engine::{
     embed_texts, text_ranges, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
 };
 use semroute_daemon::metrics::{self, Metrics};
-use semroute_daemon::model_check::{run_check, CheckKind, CheckOptions};
+use semroute_daemon::model_check::{run_check, CheckOptions};
 use semroute_daemon::models::encoder::SentenceEncoder;
 use semroute_daemon::pii::Source;
 use semroute_daemon::server::{self, ClassifierService};
@@ -127,45 +127,8 @@ enum ModelCommand {
     /// graph on a file of texts; exit non-zero, naming the failure, when it is
     /// below the thresholds.
     Check {
-        /// What the graphs compute.
-        #[arg(long, value_enum)]
-        kind: CheckKind,
-        /// Reference ONNX graph.
-        #[arg(long)]
-        reference: PathBuf,
-        /// Candidate ONNX graph.
-        #[arg(long)]
-        candidate: PathBuf,
-        /// The model's `tokenizer.json`.
-        #[arg(long)]
-        tokenizer: PathBuf,
-        /// Texts, one per line.
-        #[arg(long, default_value = "models/check_texts.txt")]
-        texts: PathBuf,
-        /// Smallest accepted cosine of mean-pooled embeddings of any one text
-        /// (embedding).
-        #[arg(long, default_value_t = 0.97)]
-        min_cosine: f64,
-        /// Smallest accepted mean over the texts of that cosine (embedding).
-        #[arg(long, default_value_t = 0.99)]
-        min_mean_cosine: f64,
-        /// Smallest accepted share of tokens with the same argmax label
-        /// (token-classification).
-        #[arg(long, default_value_t = 0.99)]
-        min_argmax_agreement: f64,
-        /// Smallest accepted share of the same argmax label over the tokens
-        /// either graph labels as non-background (token-classification).
-        #[arg(long, default_value_t = 0.95)]
-        min_entity_agreement: f64,
-        /// Longest input, special tokens included (longer texts are cut).
-        #[arg(long, default_value_t = 512)]
-        max_tokens: usize,
-        /// Timed runs per graph at the longest text (0: no timing).
-        #[arg(long, default_value_t = 5)]
-        timing_runs: usize,
-        /// Also time both graphs at these input lengths (comma-separated).
-        #[arg(long, value_delimiter = ',')]
-        time_lengths: Vec<usize>,
+        #[command(flatten)]
+        options: CheckOptions,
         /// Intra-op threads.
         #[arg(long, default_value_t = 2)]
         intra_threads: usize,
@@ -226,39 +189,11 @@ fn main() -> anyhow::Result<()> {
         Command::Model {
             command:
                 ModelCommand::Check {
-                    kind,
-                    reference,
-                    candidate,
-                    tokenizer,
-                    texts,
-                    min_cosine,
-                    min_mean_cosine,
-                    min_argmax_agreement,
-                    min_entity_agreement,
-                    max_tokens,
-                    timing_runs,
-                    time_lengths,
+                    options,
                     intra_threads,
                     report,
                 },
-        } => model_check(
-            &CheckOptions {
-                kind,
-                reference,
-                candidate,
-                tokenizer,
-                texts,
-                min_cosine,
-                min_mean_cosine,
-                min_argmax_agreement,
-                min_entity_agreement,
-                max_tokens,
-                timing_runs,
-                time_lengths,
-            },
-            intra_threads,
-            report,
-        ),
+        } => model_check(&options, intra_threads, report),
     }
 }
 

@@ -47,33 +47,47 @@ pub enum CheckKind {
     TokenClassification,
 }
 
-/// Settings of [`run_check`].
-#[derive(Debug, Clone)]
+/// Settings of [`run_check`], also the command line of `semroute-daemon model check`.
+#[derive(Debug, Clone, clap::Args)]
 pub struct CheckOptions {
     /// What the graphs compute.
+    #[arg(long, value_enum)]
     pub kind: CheckKind,
-    /// The graph the candidate is compared with.
+    /// Reference ONNX graph.
+    #[arg(long)]
     pub reference: PathBuf,
-    /// The graph under test.
+    /// Candidate ONNX graph.
+    #[arg(long)]
     pub candidate: PathBuf,
-    /// `tokenizer.json` of the model.
+    /// The model's `tokenizer.json`.
+    #[arg(long)]
     pub tokenizer: PathBuf,
-    /// Texts, one per line (blank lines are skipped).
+    /// Texts, one per line.
+    #[arg(long, default_value = "models/check_texts.txt")]
     pub texts: PathBuf,
-    /// Smallest accepted cosine of any one text (embedding).
+    /// Smallest accepted cosine of mean-pooled embeddings of any one text
+    /// (embedding).
+    #[arg(long, default_value_t = 0.97)]
     pub min_cosine: f64,
-    /// Smallest accepted mean cosine over the texts (embedding).
+    /// Smallest accepted mean over the texts of that cosine (embedding).
+    #[arg(long, default_value_t = 0.99)]
     pub min_mean_cosine: f64,
-    /// Smallest accepted share of tokens with the same argmax label (token classification).
+    /// Smallest accepted share of tokens with the same argmax label
+    /// (token-classification).
+    #[arg(long, default_value_t = 0.99)]
     pub min_argmax_agreement: f64,
-    /// The same over the tokens either graph labels as non-background.
+    /// Smallest accepted share of the same argmax label over the tokens
+    /// either graph labels as non-background (token-classification).
+    #[arg(long, default_value_t = 0.95)]
     pub min_entity_agreement: f64,
-    /// Longest input fed to the graphs, special tokens included.
+    /// Longest input, special tokens included (longer texts are cut).
+    #[arg(long, default_value_t = 512)]
     pub max_tokens: usize,
-    /// Timed runs per graph at the longest text (after one warm-up run).
+    /// Timed runs per graph at the longest text (0: no timing).
+    #[arg(long, default_value_t = 5)]
     pub timing_runs: usize,
-    /// Extra input lengths (special tokens included) at which both graphs are
-    /// timed on tokens of the check texts; informational.
+    /// Also time both graphs at these input lengths (comma-separated).
+    #[arg(long, value_delimiter = ',')]
     pub time_lengths: Vec<usize>,
 }
 

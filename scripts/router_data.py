@@ -1,0 +1,154 @@
+"""The router classifiers' data: which rows train, which choose thresholds, which only validate.
+
+Shared by `train_classifiers.py` (training) and `eval_classifiers.py` (reporting), so
+both see the same split of the same files. Rows are read from the evaluation data
+directory (`../shared/eval`, see its SOURCES.md); nothing is copied into the repository.
+
+Splits are fixed by `SPLIT_SEED`: a row's bucket is a hash of the seed and its key (the
+`group` where rows are paired, as BIPIA's clean and injected twins are, else the text),
+so a pair never straddles two splits and a row keeps its bucket when others are added.
+
+  train  trains the shipped weights: only rows whose licence allows redistributing
+         derived weights (`redistributable`);
+  calib  chooses thresholds (jailbreak decision threshold, aggregation): redistributable
+         rows, never trained on;
+  val    reports quality: never trained on, never used for a choice. Rows under
+         non-commercial, unclear or missing licences are always here.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+
+DOMAIN_LABELS = [
+    "biology", "business", "chemistry", "computer science", "economics", "engineering", "health",
+    "history", "law", "math", "other", "philosophy", "physics", "psychology",
+]
+JAILBREAK_LABELS = ["benign", "jailbreak"]
+
+SPLIT_SEED = "semroute-router-v1"
+VAL_SHARE = 0.2
+CALIB_SHARE = 0.1
+
+# Licences of jailbreak_vs_benign.jsonl's sources (SOURCES.md; the rows carry none).
+JVB_LICENSES = {
+    "deepset_prompt_injections": "Apache-2.0",
+    "jbb_PAIR": "MIT",
+    "jbb_GCG": "MIT",
+    "jbb_adaptive_random_search": "MIT",
+    "xstest_safe": "CC-BY-4.0",
+}
+DOMAIN_LICENSE = "MIT"  # MMLU (hendrycks/test) and MMLU-Pro's dataset card
+
+_OPEN = re.compile(r"\b(MIT|Apache-2\.0|CC0-1\.0|CC-BY(-SA)?(-\d\.\d)?|public domain)\b", re.I)
+_CLOSED = re.compile(r"\bNC\b|\b(unclear|no licen[cs]e|GPL|per repository|authors|research use)\b|\(c\)|©", re.I)
+
+
+def redistributable(license: str | None) -> bool:
+    """Whether weights trained on a row under `license` may be redistributed: an open
+    licence (MIT, Apache-2.0, CC0, CC-BY, CC-BY-SA, public domain) and nothing that
+    restricts it (non-commercial, GPL, unclear, missing, third-party copyright)."""
+    if not license:
+        return False
+    return bool(_OPEN.search(license)) and not _CLOSED.search(license)
+
+
+def split_of(key: str, license: str | None) -> str:
+    """`train`, `calib` or `val` for a row with split key `key` (see the module doc)."""
+    if not redistributable(license):
+        return "val"
+    h = int(hashlib.sha256(f"{SPLIT_SEED}:{key}".encode()).hexdigest()[:12], 16) / float(1 << 48)
+    if h < VAL_SHARE:
+        return "val"
+    if h < VAL_SHARE + CALIB_SHARE:
+        return "calib"
+    return "train"
+
+
+def read_jsonl(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def _row(text, *, task, source, subset, license, key, domain=-1, jailbreak=-1, kind="request", extra=None):
+    r = {
+        "text": text,
+        "task": task,
+        "source": source,
+        "subset": subset,
+        "license": license,
+        "domain": domain,
+        "jailbreak": jailbreak,
+        "kind": kind,
+        "split": split_of(key, license),
+    }
+    if extra:
+        r.update(extra)
+    return r
+
+
+def domain_rows(eval_dir: str) -> list[dict]:
+    """MMLU-Pro questions (split by seed) and MMLU questions that are not in MMLU-Pro
+    (training only: the MMLU-Pro validation split must not be seen through its MMLU
+    original)."""
+    out = []
+    for r in read_jsonl(os.path.join(eval_dir, "domain/mmlu_pro_train.jsonl")):
+        out.append(_row(r["text"], task="domain", source="mmlu_pro", subset="mmlu_pro", license=DOMAIN_LICENSE,
+                        key=_norm(r["text"]), domain=DOMAIN_LABELS.index(r["label"]), jailbreak=0, kind="question"))
+    # MMLU-Pro's calib bucket is not needed for a domain threshold: it trains too.
+    for r in out:
+        if r["split"] == "calib":
+            r["split"] = "train"
+    pro_val = {_norm(r["text"]) for r in out if r["split"] == "val"}
+    for r in read_jsonl(os.path.join(eval_dir, "domain/mmlu_train.jsonl")):
+        if r.get("in_mmlu_pro") or _norm(r["text"]) in pro_val:
+            continue
+        row = _row(r["text"], task="domain", source="mmlu", subset="mmlu", license=DOMAIN_LICENSE,
+                   key=_norm(r["text"]), domain=DOMAIN_LABELS.index(r["label"]), jailbreak=0, kind="question")
+        row["split"] = "train"
+        out.append(row)
+    return out
+
+
+def jailbreak_rows(eval_dir: str) -> list[dict]:
+    """Jailbreak and prompt-injection positives, ordinary requests, role-play and
+    security-flavoured hard negatives, and document passages (benign)."""
+    out = []
+    j = lambda p: os.path.join(eval_dir, p)  # noqa: E731
+    for r in read_jsonl(j("jailbreak/train_pool.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="train_pool", subset=r["subset"], license=r.get("license"),
+                        key=str(r.get("group") or _norm(r["text"])), jailbreak=int(r["label"] == "jailbreak")))
+    for r in read_jsonl(j("jailbreak/in_the_wild_train.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="in_the_wild", subset="in_the_wild", license=r.get("license"),
+                        key=_norm(r["text"]), jailbreak=1))
+    for r in read_jsonl(j("jailbreak/jailbreak_vs_benign.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="jailbreak_vs_benign", subset=r["subset"],
+                        license=JVB_LICENSES.get(r["subset"]), key=_norm(r["text"]),
+                        jailbreak=int(r["label"] == "jailbreak")))
+    for r in read_jsonl(j("benign/dolly_requests.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="dolly", subset=r["subset"], license=r.get("license"),
+                        key=_norm(r["text"]), jailbreak=0))
+    for r in read_jsonl(j("benign/documents.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="documents", subset=r["kind"], license=r.get("license"),
+                        key=_norm(r["text"]), jailbreak=0, kind="document",
+                        extra={"security_related": bool(r.get("security_related")), "words": r.get("words")}))
+    return out
+
+
+def all_rows(eval_dir: str) -> list[dict]:
+    return domain_rows(eval_dir) + jailbreak_rows(eval_dir)
+
+
+# Rows that are ordinary assistant requests (the false-block target of ≤ 0.5%).
+ORDINARY_SOURCES = {"dolly"}
+ORDINARY_SUBSETS = {"toxicchat_user_prompts", "sharegpt_first_turn", "arena_hard_v0_1", "arena_hard_v2_0"}
+
+
+def is_ordinary_request(row: dict) -> bool:
+    return row["source"] in ORDINARY_SOURCES or row["subset"] in ORDINARY_SUBSETS

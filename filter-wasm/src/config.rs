@@ -177,7 +177,7 @@ impl Default for JailbreakPolicy {
     fn default() -> Self {
         JailbreakPolicy {
             enabled: true,
-            threshold: 0.8,
+            threshold: 0.99,
             action: JailbreakAction::Block,
             fail_closed_on_cue: true,
         }

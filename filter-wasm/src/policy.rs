@@ -420,7 +420,7 @@ mod tests {
     #[test]
     fn jailbreak_blocks_or_marks() {
         let c = config("");
-        match decide(&c, AUTO, &reply("math", 0.9, 0.95, &[])) {
+        match decide(&c, AUTO, &reply("math", 0.9, 0.995, &[])) {
             Verdict::Reject { error, decision } => {
                 assert_eq!(error.status, 403);
                 assert_eq!(decision, "jailbreak-block");
@@ -428,8 +428,8 @@ mod tests {
             v => panic!("{v:?}"),
         }
         let c = config(r#","jailbreak":{"action":"mark"}"#);
-        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.95, &[])));
-        assert_eq!(r.jailbreak_mark, Some(0.95));
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[])));
+        assert_eq!(r.jailbreak_mark, Some(0.995));
     }
 
     #[test]

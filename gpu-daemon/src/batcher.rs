@@ -816,9 +816,8 @@ mod tests {
     fn config(max_batch: usize, queue_capacity: usize) -> BatchingConfig {
         BatchingConfig {
             max_batch,
-            max_wait_us: 0,
             queue_capacity,
-            admission: true,
+            ..BatchingConfig::default()
         }
     }
 

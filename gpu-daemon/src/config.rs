@@ -157,12 +157,17 @@ pub struct LimitsConfig {
     /// own sentences are not. So are the sentences of up to 3 more windows that hold a
     /// sentence the filter flagged, whatever they score (those nearest it; see
     /// `engine::windows::windows_to_refine`). Texts without flagged sentences that score
-    /// below it cost no extra encoder pass. 1: off, for both.
+    /// below it cost no extra encoder pass. 1 (the default): off, for both. With the
+    /// router encoder (models/router) these pieces, each scored alone with the maximum
+    /// taken, block benign text (short pieces of policies and security documents score
+    /// near 1) and catch no jailbreak its windows miss; they serve heads trained on
+    /// whole sentences of a generic embedding.
     pub jailbreak_sentences_from: f32,
     /// Jailbreak: the extra passes (sentences scored alone, the filter's flagged sentences
     /// alone) run only while the text's best score is below this. They can only raise the
-    /// maximum, so past the block threshold they cannot change the decision. Keep it at or
-    /// above the filter's `jailbreak.threshold`; 1: always run them.
+    /// maximum, so past the block threshold they cannot change the decision. When used,
+    /// keep it at or above the filter's `jailbreak.threshold`; 1: always run them; 0 (the
+    /// default): never (see `jailbreak_sentences_from`).
     pub jailbreak_refine_below: f32,
     /// Jailbreak: most other readings of each text scored besides the text as written
     /// (0..=8), each costing as many encoder windows as the text: the text with invisible
@@ -177,6 +182,7 @@ pub struct LimitsConfig {
     /// persona, then a list of rules) depends on the text before it; compression changes
     /// that text. A window from the template's first flagged sentence scores the same
     /// opening, compressed or not. Texts without flagged sentences cost nothing more.
+    /// Default 0: with the router encoder they changed no decision on held-out data.
     pub anchored_windows: usize,
 }
 
@@ -187,10 +193,10 @@ impl Default for LimitsConfig {
             max_seq_len: 512,
             window_overlap: 64,
             max_windows: 64,
-            jailbreak_sentences_from: 0.3,
-            jailbreak_refine_below: 0.8,
+            jailbreak_sentences_from: 1.0,
+            jailbreak_refine_below: 0.0,
             max_readings: 3,
-            anchored_windows: 2,
+            anchored_windows: 0,
         }
     }
 }
@@ -222,6 +228,11 @@ impl Default for CacheConfig {
 pub struct BatchingConfig {
     /// Most sequences per ONNX Runtime run.
     pub max_batch: usize,
+    /// Most token slots per ONNX Runtime run: sequences × the longest, `[CLS]`/`[SEP]`
+    /// included (see [`crate::passes::BatchLimits`]). Bounds the runtime's activation
+    /// memory: 512 is one 512-token window or four of 128. On two cores a batch of long
+    /// windows runs no faster per window than one window at a time.
+    pub max_batch_tokens: usize,
     /// Longest a request waits for others to join its batch, microseconds.
     pub max_wait_us: u64,
     /// Requests queued beyond this are refused with UNAVAILABLE.
@@ -235,10 +246,21 @@ pub struct BatchingConfig {
     pub admission: bool,
 }
 
+impl BatchingConfig {
+    /// The bounds of one model run.
+    pub fn limits(&self) -> crate::passes::BatchLimits {
+        crate::passes::BatchLimits {
+            sequences: self.max_batch,
+            tokens: self.max_batch_tokens,
+        }
+    }
+}
+
 impl Default for BatchingConfig {
     fn default() -> Self {
         Self {
             max_batch: 8,
+            max_batch_tokens: 512,
             max_wait_us: 0,
             queue_capacity: 1024,
             admission: true,
@@ -264,14 +286,14 @@ pub struct ModelsConfig {
 impl Default for ModelsConfig {
     fn default() -> Self {
         Self {
-            encoder_dir: PathBuf::from("build/models/prepared/minilm"),
+            encoder_dir: PathBuf::from("build/models/prepared/router"),
             domain: SequenceSignalConfig {
-                head: Some(PathBuf::from("models/heads/domain.json")),
+                head: Some(PathBuf::from("models/router/domain.json")),
                 classifier_dir: None,
                 positive_label: None,
             },
             jailbreak: SequenceSignalConfig {
-                head: Some(PathBuf::from("models/heads/jailbreak.json")),
+                head: Some(PathBuf::from("models/router/jailbreak.json")),
                 classifier_dir: None,
                 positive_label: Some("jailbreak".into()),
             },
@@ -287,7 +309,7 @@ impl Default for ModelsConfig {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SequenceSignalConfig {
-    /// Linear head JSON file (see `models/heads/README.md`).
+    /// Linear head JSON file (format in `models/router/README.md`).
     pub head: Option<PathBuf>,
     /// Classifier directory; wins over `head` when both are set.
     pub classifier_dir: Option<PathBuf>,
@@ -376,6 +398,9 @@ impl DaemonConfig {
         let b = &self.batching;
         if b.max_batch == 0 || b.max_batch > 256 {
             return Err(invalid("batching.max_batch", "must be in 1..=256"));
+        }
+        if b.max_batch_tokens < 16 {
+            return Err(invalid("batching.max_batch_tokens", "must be at least 16"));
         }
         if b.queue_capacity == 0 {
             return Err(invalid("batching.queue_capacity", "must be at least 1"));

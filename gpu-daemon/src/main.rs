@@ -416,7 +416,7 @@ fn embed(config: DaemonConfig, input: &PathBuf, output: &PathBuf) -> anyhow::Res
         for row in embed_texts(
             &mut encoder,
             &config.limits,
-            config.batching.max_batch,
+            config.batching.limits(),
             chunk,
         )? {
             hidden = row.len();

@@ -23,7 +23,7 @@ use super::{
 use crate::config::LimitsConfig;
 use crate::models::head::softmax;
 use crate::models::hf_dir::HfClassifier;
-use crate::passes::run_sorted;
+use crate::passes::{run_sorted, BatchLimits};
 
 /// A text a classifier directory scores: its part, the offset of its first byte there,
 /// and the text.
@@ -66,7 +66,7 @@ impl SequenceSignals {
                     c,
                     &texts,
                     &self.limits,
-                    self.max_batch,
+                    self.batch,
                     positive,
                     &mut outputs[req],
                 )?;
@@ -152,7 +152,7 @@ fn score_texts(
     c: &mut HfClassifier,
     texts: &[ScoredText<'_>],
     limits: &LimitsConfig,
-    max_batch: usize,
+    batch: BatchLimits,
     positive: usize,
     out: &mut ClassifyOutput,
 ) -> Result<TextScores, EngineError> {
@@ -178,7 +178,7 @@ fn score_texts(
         out.truncated |= plan.truncated;
         let seqs: Vec<&[u32]> = plan.windows.iter().map(|w| &tok.ids[w.clone()]).collect();
         out.encoder_tokens += seqs.iter().map(|q| q.len() as u32 + 2).sum::<u32>();
-        let logits = run_sorted(&seqs, max_batch, |b| {
+        let logits = run_sorted(&seqs, batch, |b| {
             let l = c.logits(b)?;
             Ok(l.outer_iter()
                 .map(|r| r.iter().copied().collect::<Vec<f32>>())

@@ -41,7 +41,7 @@ use crate::models::head::LinearHead;
 use crate::models::hf_dir::HfClassifier;
 use crate::models::tokenizer::WindowTokenizer;
 use crate::models::ModelError;
-use crate::passes::{run_sorted, Source};
+use crate::passes::{run_sorted, BatchLimits, Source};
 use crate::pii::Entity;
 use crate::runtime::ActiveProvider;
 
@@ -377,14 +377,14 @@ impl Engine {
                 jailbreak,
                 jailbreak_positive,
                 limits: config.limits.clone(),
-                max_batch: config.batching.max_batch,
+                batch: config.batching.limits(),
                 cache: ResultCache::new(config.cache.encoder_bytes),
             },
             pii: PiiSignal {
                 pii_model,
                 pii: m.pii.clone(),
                 limits: config.limits.clone(),
-                max_batch: config.batching.max_batch,
+                batch: config.batching.limits(),
                 cache: ResultCache::new(config.cache.pii_bytes),
             },
             names,
@@ -485,7 +485,7 @@ impl Engine {
 pub fn embed_texts(
     encoder: &mut SentenceEncoder,
     limits: &LimitsConfig,
-    max_batch: usize,
+    batch: BatchLimits,
     texts: &[String],
 ) -> Result<Vec<Vec<f32>>, EngineError> {
     let content = limits.max_seq_len - 2;
@@ -506,7 +506,7 @@ pub fn embed_texts(
     }
     let mut weights = vec![0f32; texts.len()];
     let seqs: Vec<&[u32]> = jobs.iter().map(|(_, s)| s.as_slice()).collect();
-    let embeddings = run_sorted(&seqs, max_batch, |b| {
+    let embeddings = run_sorted(&seqs, batch, |b| {
         encoder
             .embed(b)
             .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())

@@ -21,7 +21,7 @@ use crate::models::head::softmax;
 use crate::models::hf_dir::HfClassifier;
 use crate::models::tokenizer::TokenizedText;
 use crate::models::ModelError;
-use crate::passes::run_cached;
+use crate::passes::{run_cached, BatchLimits};
 use crate::pii::{self, bio, Entity};
 
 /// The PII signal: the token classifier and the validated patterns.
@@ -29,7 +29,7 @@ pub(super) struct PiiSignal {
     pub(super) pii_model: Option<HfClassifier>,
     pub(super) pii: PiiConfig,
     pub(super) limits: LimitsConfig,
-    pub(super) max_batch: usize,
+    pub(super) batch: BatchLimits,
     /// Token-classifier logits `[tokens * labels]` per exact window.
     pub(super) cache: ResultCache,
 }
@@ -58,7 +58,7 @@ impl PiiSignal {
             let docs = plan(model, &self.limits, inputs, outputs)?;
             let tokenize_us = t0.elapsed().as_micros() as u64;
             let t1 = Instant::now();
-            let rows = run(model, &mut self.cache, self.max_batch, &docs, outputs)?;
+            let rows = run(model, &mut self.cache, self.batch, &docs, outputs)?;
             let inference_us = t1.elapsed().as_micros() as u64;
             let mut rows = rows.into_iter();
             for d in &docs {
@@ -163,7 +163,7 @@ fn plan<'a>(
 fn run(
     model: &mut HfClassifier,
     cache: &mut ResultCache,
-    max_batch: usize,
+    batch: BatchLimits,
     docs: &[Doc<'_>],
     outputs: &mut [ClassifyOutput],
 ) -> Result<Vec<Vec<f32>>, ModelError> {
@@ -172,7 +172,7 @@ fn run(
         .flat_map(|d| d.windows.iter().map(|w| &d.tok.ids[w.clone()]))
         .collect();
     let n_labels = model.id2label.len();
-    let passes = run_cached(cache, &seqs, max_batch, |b| {
+    let passes = run_cached(cache, &seqs, batch, |b| {
         let l = model.logits(b)?;
         let mut rows = Vec::with_capacity(b.len());
         for (i, seq) in b.iter().enumerate() {

@@ -40,7 +40,7 @@ use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::LinearHead;
 use crate::models::tokenizer::{TokenizedText, WindowTokenizer};
 use crate::models::ModelError;
-use crate::passes::{run_cached, Passes};
+use crate::passes::{run_cached, BatchLimits, Passes};
 
 /// The domain and jailbreak signals: the shared encoder with linear heads, or classifier
 /// directories of their own.
@@ -50,7 +50,7 @@ pub(super) struct SequenceSignals {
     pub(super) jailbreak: SequenceModel,
     pub(super) jailbreak_positive: usize,
     pub(super) limits: LimitsConfig,
-    pub(super) max_batch: usize,
+    pub(super) batch: BatchLimits,
     /// Pooled encoder embeddings `[hidden]` per exact window or sentence.
     pub(super) cache: ResultCache,
 }
@@ -142,7 +142,7 @@ impl SequenceSignals {
         let tokenize_us = t0.elapsed().as_micros() as u64;
         let t1 = Instant::now();
         let jobs = first.windows.iter().map(|w| &w.job);
-        let embeddings = run_pass(encoder, &mut self.cache, self.max_batch, jobs, outputs)?;
+        let embeddings = run_pass(encoder, &mut self.cache, self.batch, jobs, outputs)?;
         let inference_us = t1.elapsed().as_micros() as u64;
         let t2 = Instant::now();
         let scores = score_windows(&first, &embeddings, &heads, encoder.hidden, inputs, outputs);
@@ -159,13 +159,7 @@ impl SequenceSignals {
         let mut refine_us = 0u64;
         if !sentences.is_empty() {
             let t3 = Instant::now();
-            let embeddings = run_pass(
-                encoder,
-                &mut self.cache,
-                self.max_batch,
-                &sentences,
-                outputs,
-            )?;
+            let embeddings = run_pass(encoder, &mut self.cache, self.batch, &sentences, outputs)?;
             score_sentences(&sentences, embeddings, &heads, outputs);
             refine_us = t3.elapsed().as_micros() as u64;
             for o in outputs.iter_mut() {
@@ -283,13 +277,13 @@ fn plan_window_pass<'a>(
 fn run_pass<'j>(
     encoder: &mut SentenceEncoder,
     cache: &mut ResultCache,
-    max_batch: usize,
+    batch: BatchLimits,
     jobs: impl IntoIterator<Item = &'j EncoderJob>,
     outputs: &mut [ClassifyOutput],
 ) -> Result<Vec<Vec<f32>>, ModelError> {
     let jobs: Vec<&EncoderJob> = jobs.into_iter().collect();
     let seqs: Vec<&[u32]> = jobs.iter().map(|j| j.ids.as_slice()).collect();
-    let passes = embed_all(encoder, cache, &seqs, max_batch)?;
+    let passes = embed_all(encoder, cache, &seqs, batch)?;
     for (job, &source) in jobs.iter().zip(&passes.sources) {
         let o = &mut outputs[job.req];
         count_pass(
@@ -564,9 +558,9 @@ fn embed_all(
     encoder: &mut SentenceEncoder,
     cache: &mut ResultCache,
     seqs: &[&[u32]],
-    max_batch: usize,
+    batch: BatchLimits,
 ) -> Result<Passes, ModelError> {
-    run_cached(cache, seqs, max_batch, |b| {
+    run_cached(cache, seqs, batch, |b| {
         encoder
             .embed(b)
             .map(|a| a.outer_iter().map(|r| r.to_vec()).collect())

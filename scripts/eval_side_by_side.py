@@ -3,8 +3,8 @@
 
 Usage: eval_side_by_side.py NAME_A A.json [A2.json ...] -- NAME_B B.json [B2.json ...]
 
-Each JSON file maps a metric's name to its value (written by `heads.py eval --summary` and
-`eval_pii.py --summary`); the files of one side are merged. The difference column is B - A
+Each JSON file maps a metric's name to its value (written by `eval_classifiers.py --summary` and
+`eval_pii.py --summary`; values that are not numbers are left out); the files of one side are merged. The difference column is B - A
 in points (hundredths).
 """
 import json
@@ -16,7 +16,8 @@ def side(args):
     merged = {}
     for path in files:
         with open(path) as f:
-            merged.update(json.load(f))
+            merged.update({k: v for k, v in json.load(f).items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)})
     return name, merged
 
 

@@ -62,7 +62,7 @@ import onnxruntime
 from onnx import TensorProto, helper, numpy_helper
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import router_delta  # noqa: E402
+import router_delta  # noqa: E402  (also its sha256 of a file)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -123,12 +123,7 @@ def log(msg: str) -> None:
     print(f"[prepare] {msg}", file=sys.stderr, flush=True)
 
 
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+sha256 = router_delta.sha256
 
 
 def op_histogram(model: onnx.ModelProto) -> dict[str, int]:

@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Quality of the router's own signals (domain, jailbreak) on held-out data, as the filter asks.
+
+Every row goes the way a request body's text goes: the filter's compressor and risk scan
+(`compress_jsonl`, configured as in envoy.yaml) produce the text and the flagged sentences
+the filter sends, then `semroute-daemon classify` scores them with the configuration under
+test. The decision is the filter's: block when the jailbreak score is at or above its
+threshold (envoy.yaml, or --threshold).
+
+Rows and splits come from `router_data.py`; `--split val` (the default) never saw training
+or a threshold choice. `--choose-threshold` runs on the calib split and prints the lowest
+threshold that keeps false blocks on its benign rows within the target.
+
+Prints (markdown):
+  - domain accuracy and macro-F1 per category (MMLU-Pro held-out questions);
+  - jailbreak AUC, recall at 1% FPR, recall and false-block rate at the threshold, per
+    subset and per length band, beside a length-only baseline;
+  - false blocks on ordinary requests and on document passages (50-600 words);
+  - long benign prompts (2K-16K tokens built from held-out documents, a question at the
+    end) blocked.
+
+  python3 scripts/eval_classifiers.py --eval-dir ../shared/eval [--config config/daemon.toml]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import os
+import random
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import router_data as data  # noqa: E402
+from eval_compression import FILTER_CONFIG, run_jsonl  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DAEMON = os.path.join(ROOT, "target/release/semroute-daemon")
+COMPRESSOR = os.path.join(ROOT, "target/release/examples/compress_jsonl")
+LENGTH_BANDS = [(0, 64), (64, 256), (256, 512), (512, 1 << 30)]
+LONG_LENGTHS = [2000, 8000, 16000]
+LONG_PER_LENGTH = 10
+FALSE_BLOCK_TARGET = 0.005
+
+
+def approx_tokens(text: str) -> int:
+    return int(len(text.split()) * 1.35) + 1
+
+
+def auc(y: np.ndarray, s: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney rank statistic, ties get their average rank)."""
+    pos, neg = y == 1, y == 0
+    if not pos.any() or not neg.any():
+        return float("nan")
+    values, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
+    first = np.cumsum(counts) - counts + 1
+    ranks = (first + (counts - 1) / 2.0)[inverse]
+    return float((ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * neg.sum()))
+
+
+def recall_at_fpr(y, s, fpr=0.01):
+    neg = np.sort(s[y == 0])[::-1]
+    if len(neg) == 0 or not (y == 1).any():
+        return float("nan")
+    thr = neg[min(int(math.floor(fpr * len(neg))), len(neg) - 1)]
+    return float(np.mean(s[y == 1] > thr))
+
+
+def fmt(v, pct=False):
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
+
+
+def filter_view(rows: list[dict]) -> list[dict]:
+    """What the filter sends for each row's text: compressed text and flagged sentences."""
+    comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": FILTER_CONFIG.get("compression", {})} for r in rows])
+    return [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
+
+
+def classify(config: str | None, rows: list[dict], signals: str) -> list[dict]:
+    cfg = ["--config", config] if config else []
+    return run_jsonl([DAEMON, "classify", *cfg, "--signals", signals], rows)
+
+
+def long_prompts(docs: list[dict], seed: int) -> list[tuple[int, str]]:
+    """Benign prompts of about `LONG_LENGTHS` tokens: held-out document passages joined,
+    then a question about them."""
+    rng = random.Random(seed)
+    out = []
+    for length in LONG_LENGTHS:
+        for _ in range(LONG_PER_LENGTH):
+            parts, n = [], 0
+            while n < length:
+                d = rng.choice(docs)
+                parts.append(d["text"])
+                n += approx_tokens(d["text"])
+            question = rng.choice([
+                "Summarise the documents above in five bullet points.",
+                "What are the main points of the text above? Answer briefly.",
+                "List the people, organisations and places mentioned above.",
+                "Which of the passages above is the most technical, and why?",
+            ])
+            out.append((length, "\n\n".join(parts) + "\n\n" + question))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
+    ap.add_argument("--config", help="daemon configuration (default: the daemon's default, config/daemon.toml)")
+    ap.add_argument("--split", default="val", choices=["val", "calib"])
+    ap.add_argument("--threshold", type=float, default=FILTER_CONFIG["jailbreak"]["threshold"])
+    ap.add_argument("--choose-threshold", action="store_true",
+                    help=f"calib split: print the lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks")
+    ap.add_argument("--no-long", action="store_true", help="skip the long-prompt rows")
+    ap.add_argument("--no-filter", action="store_true",
+                    help="send the texts as they are (no compression, no flagged sentences)")
+    ap.add_argument("--summary", help="write the headline numbers as JSON here")
+    args = ap.parse_args()
+    if args.choose_threshold:
+        args.split = "calib"
+    for binary in (DAEMON, COMPRESSOR):
+        if not os.path.exists(binary):
+            sys.exit(f"{binary} missing: run `make build` and "
+                     "`cargo build --release -p semroute-filter --example compress_jsonl`")
+
+    rows = [r for r in data.all_rows(args.eval_dir) if r["split"] == args.split]
+    if args.split == "calib":
+        rows = [r for r in rows if r["task"] == "jailbreak"]
+    print(f"# Router classifiers on the {args.split} split ({len(rows)} rows), config "
+          f"{args.config or 'config/daemon.toml'}, jailbreak threshold {args.threshold}\n")
+    view = [{"text": r["text"]} for r in rows] if args.no_filter else filter_view(rows)
+    out = classify(args.config, view, "domain,jailbreak")
+    errors = [i for i, o in enumerate(out) if "error" in o]
+    if errors:
+        sys.exit(f"{len(errors)} rows failed, first: {out[errors[0]]['error']}")
+    jb_score = np.array([o["jailbreak"]["score"] for o in out])
+    summary = {"split": args.split, "config": args.config, "threshold": args.threshold}
+
+    # ---- threshold choice (calib)
+    jb_rows = [i for i, r in enumerate(rows) if r["task"] == "jailbreak"]
+    benign = np.array([i for i in jb_rows if rows[i]["jailbreak"] == 0])
+    if args.choose_threshold:
+        # The lowest threshold at which every benign group of the calib split stays within
+        # the target: all benign rows, ordinary requests, document passages.
+        groups = {
+            "benign": benign,
+            "ordinary requests": np.array([i for i in benign if data.is_ordinary_request(rows[i])]),
+            "documents": np.array([i for i in benign if rows[i]["kind"] == "document"]),
+        }
+        grid = [round(0.5 + 0.01 * k, 3) for k in range(50)] + [0.995, 0.999, 1.0]
+        t = next(g for g in grid if all(np.mean(jb_score[ix] >= g) <= FALSE_BLOCK_TARGET
+                                        for ix in groups.values() if len(ix)))
+        y = np.array([rows[i]["jailbreak"] for i in jb_rows])
+        rec = float(np.mean(jb_score[jb_rows][y == 1] >= t))
+        sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
+        print(f"Lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks on each calib benign group ({sizes}): "
+              f"**{t}**; calib recall at it {rec:.3f}\n")
+        summary["chosen_threshold"] = t
+        args.threshold = t
+
+    # ---- domain
+    dom = [i for i, r in enumerate(rows) if r["task"] == "domain"]
+    if dom:
+        y = np.array([rows[i]["domain"] for i in dom])
+        pred = np.array([data.DOMAIN_LABELS.index(out[i]["domain"]["label"]) for i in dom])
+        acc = float((pred == y).mean())
+        f1s = []
+        print(f"## Domain: {len(dom)} held-out MMLU-Pro questions: accuracy **{acc:.3f}** (target ≥ 0.87)\n")
+        print("| category | questions | accuracy | F1 |\n|---|---:|---:|---:|")
+        for c, label in enumerate(data.DOMAIN_LABELS):
+            tp = int(((pred == c) & (y == c)).sum())
+            fp = int(((pred == c) & (y != c)).sum())
+            fn = int(((pred != c) & (y == c)).sum())
+            f1 = 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
+            f1s.append(f1)
+            n = int((y == c).sum())
+            print(f"| {label} | {n} | {fmt(tp / max(n, 1))} | {fmt(f1)} |")
+        print(f"| **macro** | {len(dom)} | {fmt(acc)} | {fmt(float(np.mean(f1s)))} |\n")
+        summary.update(domain_accuracy=round(acc, 4), domain_macro_f1=round(float(np.mean(f1s)), 4))
+
+    # ---- jailbreak
+    y = np.array([rows[i]["jailbreak"] for i in jb_rows])
+    s = jb_score[jb_rows]
+    length = np.array([len(rows[i]["text"]) for i in jb_rows], dtype=float)
+    t = args.threshold
+    blocked = s >= t
+    print(f"## Jailbreak: {int((y == 1).sum())} jailbreak / {int((y == 0).sum())} benign rows\n")
+    print(f"AUC **{fmt(auc(y, s))}** (length only: {fmt(auc(y, length))}), recall at 1% FPR "
+          f"**{fmt(recall_at_fpr(y, s))}** (length only: {fmt(recall_at_fpr(y, length))}), at threshold {t}: "
+          f"recall **{fmt(float(blocked[y == 1].mean()), True)}**, false blocks "
+          f"**{fmt(float(blocked[y == 0].mean()), True)}**\n")
+    summary.update(jailbreak_auc=round(auc(y, s), 4), jailbreak_auc_length_only=round(auc(y, length), 4),
+                   jailbreak_recall_at_1pct_fpr=round(recall_at_fpr(y, s), 4),
+                   jailbreak_recall=round(float(blocked[y == 1].mean()), 4),
+                   jailbreak_false_blocks=round(float(blocked[y == 0].mean()), 4))
+
+    print("| subset | label | rows | blocked at threshold | median score | max score |\n|---|---|---:|---:|---:|---:|")
+    groups = collections.defaultdict(list)
+    for k, i in enumerate(jb_rows):
+        groups[(rows[i]["source"], rows[i]["subset"], rows[i]["jailbreak"])].append(k)
+    for (src, sub, lab), ks in sorted(groups.items(), key=lambda x: (x[0][2], x[0][0], x[0][1])):
+        ss = s[ks]
+        print(f"| {src}/{sub} | {'jailbreak' if lab else 'benign'} | {len(ks)} | {fmt(float((ss >= t).mean()), True)} | "
+              f"{np.median(ss):.3f} | {ss.max():.3f} |")
+    print()
+    print("| length band (tokens) | jailbreak | benign | AUC | length-only AUC | recall | false blocks |\n"
+          "|---|---:|---:|---:|---:|---:|---:|")
+    toks = np.array([approx_tokens(rows[i]["text"]) for i in jb_rows])
+    for lo, hi in LENGTH_BANDS:
+        sel = (toks >= lo) & (toks < hi)
+        yy, ss, ll = y[sel], s[sel], length[sel]
+        rec = float((ss[yy == 1] >= t).mean()) if (yy == 1).any() else float("nan")
+        fb = float((ss[yy == 0] >= t).mean()) if (yy == 0).any() else float("nan")
+        band = f"{lo}–{hi}" if hi < 1 << 30 else f"> {lo}"
+        print(f"| {band} | {int((yy == 1).sum())} | {int((yy == 0).sum())} | {fmt(auc(yy, ss))} | {fmt(auc(yy, ll))} | "
+              f"{fmt(rec, True)} | {fmt(fb, True)} |")
+    print()
+
+    ordinary = np.array([data.is_ordinary_request(rows[i]) for i in jb_rows])
+    docs = np.array([rows[i]["kind"] == "document" for i in jb_rows])
+    fb_ord = float(blocked[ordinary & (y == 0)].mean())
+    fb_doc = float(blocked[docs].mean()) if docs.any() else float("nan")
+    fam = float(blocked[y == 1].mean())
+    print("| check | rows | value | target |\n|---|---:|---:|---:|")
+    print(f"| false blocks, ordinary requests | {int((ordinary & (y == 0)).sum())} | {fmt(fb_ord, True)} | ≤ 0.5% |")
+    print(f"| false blocks, document passages (50–600 words) | {int(docs.sum())} | {fmt(fb_doc, True)} | ≤ 0.5% |")
+    print(f"| recall, jailbreak families | {int((y == 1).sum())} | {fmt(fam, True)} | ≥ 95% |")
+    summary.update(false_blocks_ordinary=round(fb_ord, 4), false_blocks_documents=round(fb_doc, 4))
+
+    # ---- long benign prompts
+    if not args.no_long:
+        pool = [r for r in rows if r["kind"] == "document"]
+        prompts = long_prompts(pool, seed=7)
+        long_out = classify(args.config, filter_view([{"text": p} for _, p in prompts]), "jailbreak")
+        print()
+        print("| long benign prompt (tokens) | prompts | blocked | max score |\n|---|---:|---:|---:|")
+        total = 0
+        for length in LONG_LENGTHS:
+            sc = [o["jailbreak"]["score"] for (n, _), o in zip(prompts, long_out) if n == length]
+            b = sum(v >= t for v in sc)
+            total += b
+            print(f"| ~{length} | {len(sc)} | {b} | {max(sc):.3f} |")
+        print(f"\nLong benign prompts blocked: **{total}** of {len(prompts)} (target 0)")
+        summary["long_prompts_blocked"] = total
+    if args.summary:
+        with open(args.summary, "w") as f:
+            json.dump(summary, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

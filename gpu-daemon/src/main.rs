@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
@@ -84,6 +84,43 @@ enum Command {
     Model {
         #[command(subcommand)]
         command: ModelCommand,
+    },
+    /// Load and validate a config file (TOML); exit non-zero naming the field when it
+    /// is invalid. Model files are not opened.
+    CheckConfig {
+        /// Config file (TOML).
+        #[arg(long, short)]
+        config: PathBuf,
+    },
+    /// Ask a running daemon `grpc.health.v1.Health/Check` over its socket; exit 0
+    /// when it serves (a Kubernetes exec probe), non-zero otherwise.
+    Health {
+        /// Socket path (default: the config's `socket`).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        #[command(flatten)]
+        config: ConfigArgs,
+        /// Service to ask about ("" = the server as a whole).
+        #[arg(long, default_value = semroute_daemon::client::CLASSIFIER_SERVICE)]
+        service: String,
+        /// Give up after this many ms (connection included).
+        #[arg(long, default_value_t = 2000)]
+        timeout_ms: u64,
+    },
+    /// Create the socket directory shared with the gateway and hand it to the daemon's
+    /// user and the gateway's group (an init container, as root with only CAP_CHOWN).
+    SocketDir {
+        /// Directory to prepare.
+        path: PathBuf,
+        /// Owner: the daemon's uid.
+        #[arg(long)]
+        uid: u32,
+        /// Group: the gateway's gid (Istio's proxy: 1337).
+        #[arg(long)]
+        gid: u32,
+        /// Permission bits, octal (default 2770: set-group-ID, rwx for owner and group).
+        #[arg(long, default_value = "2770", value_parser = parse_octal_mode)]
+        mode: u32,
     },
     /// Write the pooled encoder embedding of each input line's "text" as
     /// little-endian f32 rows `[lines, hidden]` (for training heads).
@@ -176,6 +213,31 @@ fn main() -> anyhow::Result<()> {
             input,
             output,
         } => embed(config.load()?, &input, &output),
+        Command::CheckConfig { config } => {
+            DaemonConfig::load(&config)?;
+            println!("{}: valid", config.display());
+            Ok(())
+        }
+        Command::Health {
+            socket,
+            config,
+            service,
+            timeout_ms,
+        } => health(
+            socket.map_or_else(|| config.load().map(|c| c.socket), Ok)?,
+            &service,
+            Duration::from_millis(timeout_ms),
+        ),
+        Command::SocketDir {
+            path,
+            uid,
+            gid,
+            mode,
+        } => {
+            semroute_daemon::socket_dir::prepare(&path, uid, gid, mode)?;
+            println!("{}: owner {uid}:{gid}, mode {mode:o}", path.display());
+            Ok(())
+        }
         Command::Model {
             command:
                 ModelCommand::FuseAttention {
@@ -195,6 +257,30 @@ fn main() -> anyhow::Result<()> {
                 },
         } => model_check(&options, intra_threads, report),
     }
+}
+
+fn parse_octal_mode(s: &str) -> Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .map_err(|e| format!("{s:?} is not an octal mode: {e}"))
+}
+
+fn health(socket: PathBuf, service: &str, timeout: Duration) -> anyhow::Result<()> {
+    use tonic_health::pb::health_check_response::ServingStatus;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let status = runtime.block_on(semroute_daemon::client::check_health(
+        &socket, service, timeout,
+    ))?;
+    if status != ServingStatus::Serving {
+        anyhow::bail!(
+            "{}: {service:?} is {}",
+            socket.display(),
+            status.as_str_name()
+        );
+    }
+    println!("{}: {service:?} SERVING", socket.display());
+    Ok(())
 }
 
 fn load_engine(config: &DaemonConfig) -> anyhow::Result<Engine> {

@@ -247,19 +247,7 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
         let mut engine = Engine::load(&engine_cfg)?;
         println!("| tokens | in-process p50 ms | gRPC p50 ms | gRPC p99 ms | transport + queue overhead ms |");
         println!("|---|---|---|---|---|");
-        let s2 = socket.clone();
-        let channel = rt.block_on(async move {
-            tonic::transport::Endpoint::try_from("http://localhost")?
-                .connect_with_connector(tower::service_fn(move |_| {
-                    let s = s2.clone();
-                    async move {
-                        tokio::net::UnixStream::connect(s)
-                            .await
-                            .map(hyper_util::rt::TokioIo::new)
-                    }
-                }))
-                .await
-        })?;
+        let channel = rt.block_on(semroute_daemon::client::connect(&socket))?;
         let mut client = ClassifierClient::new(channel);
         for &n in &LENGTHS {
             let text = text_of_tokens(&engine, n)?;

@@ -11,8 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hyper_util::rt::TokioIo;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -97,17 +96,7 @@ pub fn start_daemon_with(extra_args: &[&str]) -> Daemon {
 }
 
 pub async fn connect(socket: &Path) -> Channel {
-    let socket = socket.to_path_buf();
-    Endpoint::try_from("http://localhost")
-        .unwrap()
-        .connect_with_connector(tower::service_fn(move |_| {
-            let socket = socket.clone();
-            async move {
-                tokio::net::UnixStream::connect(socket)
-                    .await
-                    .map(TokioIo::new)
-            }
-        }))
+    semroute_daemon::client::connect(socket)
         .await
         .expect("connect to daemon socket")
 }

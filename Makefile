@@ -1,7 +1,8 @@
 # semroute: build, run, test, benchmark and evaluate the router on one machine.
 #
 #   make run    fetch everything, build, start daemon + upstreams + Envoy, serve on :$(PORT)
-#   make test   everything CI checks: fmt, clippy, unit, property and end-to-end tests
+#   make test   everything CI checks: fmt, clippy, unit, property, end-to-end and image
+#               tests, deploy manifest checks
 #   make bench  latency / throughput tables, each with its baseline measured in the same run
 #   make eval   quality on the evaluation data in $(EVAL_DIR)
 
@@ -36,15 +37,21 @@ VENV_STAMP := $(VENV)/.prepare-packages
 # (runs on CPU, and on a GPU when one is present) and Hugging Face tokenizers.
 TRAIN_PKGS := torch==2.15.0 tokenizers==0.23.3
 TRAIN_STAMP := $(VENV)/.train-packages
+# Checks of the deploy manifests (Kubernetes schemas, Istio CRD schemas).
+DEPLOY_PKGS := kubernetes-validate==1.37.0 jsonschema==4.26.0 PyYAML==6.0.4
+DEPLOY_STAMP := $(VENV)/.deploy-packages
+SCHEMAS_DIR ?= ../shared/schemas
+# Debian packages that build and unpack the OCI images.
+IMAGE_TOOLS := umoci mmdebstrap skopeo
 WASM := target/wasm32-wasip1/release/semroute_filter.wasm
 
 export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
 export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers
+.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers image-tools images deploy-venv check-manifests
 
 help:
-	@echo "make run | make test | make bench | make eval | make setup | make clean"
+	@echo "make run | make test | make bench | make eval | make images | make setup | make clean"
 
 # ---------------------------------------------------------------- setup
 # Everything comes from package registries: Rust targets from rustup, Envoy,
@@ -146,6 +153,37 @@ build: setup daemon upstream wasm
 run: build
 	PORT=$(PORT) scripts/run.sh
 
+# ---------------------------------------------------------------- images
+
+# Debian's umoci (assembles OCI images), mmdebstrap (the daemon's minimal Debian root
+# filesystem) and skopeo (copies an OCI layout to a registry); installed when missing.
+image-tools:
+	@missing=""; for t in $(IMAGE_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		apt-get install -y -q $$missing >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q $$missing >/dev/null; }; \
+	fi
+
+# The daemon and filter OCI images, as OCI layouts in $(BUILD)/images (reproducible;
+# prints digests and sizes). Needs root.
+images: build image-tools
+	scripts/build_images.sh
+
+# ---------------------------------------------------------------- deploy manifests
+
+deploy-venv: venv
+	@if ! grep -qxF '$(DEPLOY_PKGS)' $(DEPLOY_STAMP) 2>/dev/null; then \
+		set -e; \
+		$(VPY) -m pip install --quiet $(DEPLOY_PKGS); \
+		echo '$(DEPLOY_PKGS)' > $(DEPLOY_STAMP); \
+	fi
+
+# deploy/ against the Kubernetes and Istio schemas; the WasmPlugin's pluginConfig and
+# the daemon's ConfigMap parsed by semroute's own configuration code.
+check-manifests: deploy-venv daemon
+	$(CARGO) build --release -p semroute-filter --example check_config
+	$(VPY) scripts/check_manifests.py --schemas $(SCHEMAS_DIR)
+
 # ---------------------------------------------------------------- test
 
 fmt:
@@ -157,7 +195,7 @@ lint:
 # Unit, property and end-to-end tests (real Envoy, daemon, models, sockets).
 # Release profile: the model-backed tests run at serving speed and share the
 # artifacts of `make build`.
-test: build fmt lint
+test: build images fmt lint check-manifests
 	$(CARGO) test --workspace --release
 
 # ---------------------------------------------------------------- heads

@@ -125,7 +125,7 @@ class Router:
         env.setdefault("ORT_DYLIB_PATH", os.path.join(BUILD, "onnxruntime/libonnxruntime.so"))
         self.spawn(
             "daemon",
-            [DAEMON, "serve", "--config", "config/daemon.toml", "--socket", sock,
+            [DAEMON, "serve", "--allow-root", "--config", "config/daemon.toml", "--socket", sock,
              "--metrics-addr", f"127.0.0.1:{free_port()}"],
             env=env,
         )

@@ -45,7 +45,7 @@ run_daemon() {
   local child=""
   trap '[ -n "$child" ] && kill -TERM "$child" 2>/dev/null; wait "$child" 2>/dev/null; exit 0' INT TERM
   while true; do
-    target/release/semroute-daemon serve --config config/daemon.toml --socket "$SOCKET" >>"$RUN_DIR/daemon.log" 2>&1 &
+    target/release/semroute-daemon serve --allow-root --config config/daemon.toml --socket "$SOCKET" >>"$RUN_DIR/daemon.log" 2>&1 &
     child=$!
     status=0
     wait "$child" || status=$?

@@ -75,6 +75,11 @@ pub struct DaemonConfig {
     pub socket: PathBuf,
     /// Permission bits of the socket file (octal in TOML: `0o660`).
     pub socket_mode: u32,
+    /// Group id the socket file is given after bind (the gateway's group, so that with
+    /// `socket_mode = 0o660` exactly the daemon's user and that group may connect); none:
+    /// the group it is created with (the daemon's, or the directory's when the directory
+    /// is set-group-ID). The daemon must be a member of the group, or root.
+    pub socket_group: Option<u32>,
     /// Prometheus metrics listen address (TCP).
     pub metrics_addr: SocketAddr,
     /// ONNX Runtime settings.
@@ -94,6 +99,7 @@ impl Default for DaemonConfig {
         Self {
             socket: PathBuf::from("/tmp/semroute/daemon.sock"),
             socket_mode: 0o660,
+            socket_group: None,
             metrics_addr: SocketAddr::from(([127, 0, 0, 1], 9190)),
             runtime: RuntimeConfig::default(),
             limits: LimitsConfig::default(),

@@ -63,6 +63,10 @@ enum Command {
         /// Prometheus metrics address (overrides the config; default 127.0.0.1:9190).
         #[arg(long)]
         metrics_addr: Option<SocketAddr>,
+        /// Serve even when running as root (refused otherwise: the daemon parses
+        /// untrusted text and needs no privilege; run it as a dedicated user).
+        #[arg(long, env = "SEMROUTE_DAEMON_ALLOW_ROOT")]
+        allow_root: bool,
     },
     /// Classify JSON lines `{"text": ..., "scan_text": ..., "flagged_sentences":
     /// [[start, end], ...]}` (from --input or stdin) or one --text, printing one JSON result
@@ -192,8 +196,17 @@ fn main() -> anyhow::Result<()> {
             config,
             socket,
             metrics_addr,
+            allow_root,
         } => {
             let mut c = config.load()?;
+            // SAFETY: geteuid has no preconditions and cannot fail.
+            if unsafe { libc::geteuid() } == 0 && !allow_root {
+                anyhow::bail!(
+                    "refusing to serve as root: run semroute-daemon as an unprivileged user \
+                     (the DaemonSet uses uid 65532), or pass --allow-root \
+                     (SEMROUTE_DAEMON_ALLOW_ROOT=1) to accept the risk"
+                );
+            }
             if let Some(s) = socket {
                 c.socket = s;
             }
@@ -303,7 +316,8 @@ fn serve(config: DaemonConfig) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let metrics = Metrics::new();
         let batcher = Batcher::start(engine, &config.batching, metrics.clone());
-        let socket = server::bind_socket(&config.socket, config.socket_mode).await?;
+        let socket =
+            server::bind_socket(&config.socket, config.socket_mode, config.socket_group).await?;
         let metrics_addr = config.metrics_addr;
         let m = metrics.clone();
         tokio::spawn(async move {

@@ -391,11 +391,16 @@ impl Drop for BoundSocket {
     }
 }
 
-/// Binds `path` with permission bits `mode`, creating its directory.
+/// Binds `path` with permission bits `mode` and, when given, group `group`, creating its
+/// directory.
 ///
 /// A stale socket file (nothing accepting on it) is replaced; a live one
 /// (another daemon answers) or a non-socket file is an error.
-pub async fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<BoundSocket> {
+pub async fn bind_socket(
+    path: &Path,
+    mode: u32,
+    group: Option<u32>,
+) -> anyhow::Result<BoundSocket> {
     use std::os::unix::fs::FileTypeExt;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| {
@@ -418,6 +423,14 @@ pub async fn bind_socket(path: &Path, mode: u32) -> anyhow::Result<BoundSocket> 
     let listener = UnixListener::bind(path)
         .map_err(|e| anyhow::anyhow!("cannot bind {}: {e}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid)).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot give {} to group {gid} (socket_group; the daemon must be a member): {e}",
+                path.display()
+            )
+        })?;
+    }
     Ok(BoundSocket {
         listener: Some(listener),
         path: path.to_owned(),

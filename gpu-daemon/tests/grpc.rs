@@ -818,3 +818,45 @@ fn classify_cli_prints_one_json_line_per_input() {
     assert_eq!(lines[2]["pii"][0]["type"], "PHONE_NUMBER");
     assert_eq!(lines[2]["pii"][0]["start"], 11);
 }
+
+#[test]
+fn serving_as_root_is_refused_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("daemon.sock");
+    // As root already, or root in a user namespace of our own.
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let mut cmd = if unsafe { libc::geteuid() } == 0 {
+        Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
+    } else {
+        let mut c = Command::new("unshare");
+        c.args(["--user", "--map-root-user"])
+            .arg(env!("CARGO_BIN_EXE_semroute-daemon"));
+        c
+    };
+    let out = cmd
+        .args(["serve", "--socket"])
+        .arg(&socket)
+        .env_remove("SEMROUTE_DAEMON_ALLOW_ROOT")
+        .current_dir(workspace_root())
+        .output()
+        .expect("run semroute-daemon");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "served as root: {err}");
+    assert!(err.contains("refusing to serve as root"), "{err}");
+    assert!(!socket.exists(), "bound its socket before refusing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_is_given_the_configured_group() {
+    // SAFETY: getegid and geteuid have no preconditions and cannot fail.
+    let (euid, egid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    // Root may give any group; a user, one of its own.
+    let gid = if euid == 0 { 4242 } else { egid };
+    let config = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(config.path(), format!("socket_group = {gid}\n")).unwrap();
+    let config_path = config.path().to_str().unwrap().to_string();
+    let daemon = start_daemon_with(&["--config", &config_path]);
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&daemon.socket).unwrap();
+    assert_eq!((meta.gid(), meta.mode() & 0o777), (gid, 0o660));
+}

@@ -567,7 +567,7 @@ impl Router {
             let mut cmd = Command::new(bin);
             cmd.current_dir(workspace_root())
                 .env("ORT_DYLIB_PATH", ort)
-                .arg("serve");
+                .args(["serve", "--allow-root"]);
             if let Some(config) = &options.daemon_config {
                 let config = workspace_root().join(config);
                 cmd.arg("--config")

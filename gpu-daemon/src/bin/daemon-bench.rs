@@ -224,7 +224,7 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
     let config_file = dir.join("daemon.toml");
     std::fs::write(&config_file, "[cache]\nencoder_bytes = 0\npii_bytes = 0\n")?;
     let mut child = Command::new(&daemon)
-        .arg("serve")
+        .args(["serve", "--allow-root"])
         .arg("--config")
         .arg(&config_file)
         .arg("--socket")

@@ -65,7 +65,7 @@ pub fn start_daemon_with(extra_args: &[&str]) -> Daemon {
     let socket = dir.path().join("daemon.sock");
     let metrics_port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"))
-        .args(["serve", "--socket"])
+        .args(["serve", "--allow-root", "--socket"])
         .arg(&socket)
         .args(["--metrics-addr", &format!("127.0.0.1:{metrics_port}")])
         .args(extra_args)

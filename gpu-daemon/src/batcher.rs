@@ -323,11 +323,22 @@ impl Drop for AliveGuard {
 }
 
 impl Batcher {
-    /// Starts the engine thread.
-    pub fn start(engine: Engine, config: &BatchingConfig, metrics: Arc<Metrics>) -> Self {
+    /// Starts the engine thread on `engine`. An engine sent on `reloads` (a reloaded
+    /// configuration's models, loaded beside the running ones) replaces it between two
+    /// batches: the batch in progress finishes on the old models, the next one runs on the
+    /// new, and no queued call fails; the old engine is dropped then.
+    pub fn start(
+        engine: Engine,
+        reloads: std::sync::mpsc::Receiver<Engine>,
+        config: &BatchingConfig,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let mut engine = engine;
         Self::start_with(
             Box::new(move |inputs: &[ClassifyInput]| {
+                if let Some(newest) = reloads.try_iter().last() {
+                    engine = newest;
+                }
                 engine.classify_batch(inputs).map_err(|e| e.to_string())
             }),
             config,

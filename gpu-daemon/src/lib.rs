@@ -14,6 +14,7 @@ pub mod model_check;
 pub mod models;
 pub mod passes;
 pub mod pii;
+pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod socket_dir;

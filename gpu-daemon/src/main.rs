@@ -3,12 +3,14 @@
 use std::io::{BufRead, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use semroute_daemon::batcher::Batcher;
-use semroute_daemon::config::{DaemonConfig, ExecutionProviderKind};
+use semroute_daemon::config::{ConfigError, DaemonConfig, ExecutionProviderKind};
 use semroute_daemon::engine::{
     embed_texts, text_ranges, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
 };
@@ -16,6 +18,7 @@ use semroute_daemon::metrics::{self, Metrics};
 use semroute_daemon::model_check::{run_check, CheckOptions};
 use semroute_daemon::models::encoder::SentenceEncoder;
 use semroute_daemon::pii::Source;
+use semroute_daemon::reload;
 use semroute_daemon::server::{self, ClassifierService};
 use serde_json::json;
 
@@ -40,6 +43,10 @@ struct ConfigArgs {
 
 impl ConfigArgs {
     fn load(&self) -> anyhow::Result<DaemonConfig> {
+        Ok(self.load_config()?)
+    }
+
+    fn load_config(&self) -> Result<DaemonConfig, ConfigError> {
         let mut c = match &self.config {
             Some(p) => DaemonConfig::load(p)?,
             None => DaemonConfig::default(),
@@ -213,7 +220,7 @@ fn main() -> anyhow::Result<()> {
             if let Some(a) = metrics_addr {
                 c.metrics_addr = a;
             }
-            serve(c)
+            serve(c, config)
         }
         Command::Classify {
             config,
@@ -306,16 +313,29 @@ fn load_engine(config: &DaemonConfig) -> anyhow::Result<Engine> {
     Ok(engine)
 }
 
-fn serve(config: DaemonConfig) -> anyhow::Result<()> {
+/// Serves `config` (read from `source`, with `socket` and `metrics_addr` overridden by the
+/// command line), reloading on SIGHUP and when the config file changes
+/// (`semroute_daemon::reload`).
+fn serve(config: DaemonConfig, source: ConfigArgs) -> anyhow::Result<()> {
     let engine = load_engine(&config)?;
-    let names = engine.names.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     runtime.block_on(async move {
         let metrics = Metrics::new();
-        let batcher = Batcher::start(engine, &config.batching, metrics.clone());
+        let (reloads, reloaded) = std::sync::mpsc::channel();
+        let batcher = Batcher::start(engine, reloaded, &config.batching, metrics.clone());
+        let max_text_bytes = Arc::new(AtomicUsize::new(config.limits.max_text_bytes));
+        let watch = source.config.clone();
+        let load: Arc<reload::LoadConfig> = Arc::new(move || source.load_config());
+        tokio::spawn(reload::run(
+            load,
+            watch,
+            reloads,
+            metrics.clone(),
+            max_text_bytes.clone(),
+        ));
         let socket =
             server::bind_socket(&config.socket, config.socket_mode, config.socket_group).await?;
         let metrics_addr = config.metrics_addr;
@@ -325,7 +345,7 @@ fn serve(config: DaemonConfig) -> anyhow::Result<()> {
                 tracing::error!(addr = %metrics_addr, error = %e, "metrics server failed");
             }
         });
-        let service = ClassifierService::new(batcher, metrics, names, config.limits.max_text_bytes);
+        let service = ClassifierService::new(batcher, metrics, max_text_bytes);
         tracing::info!(socket = %config.socket.display(), metrics = %metrics_addr, "serving");
         server::serve(socket, service, shutdown_signal()).await?;
         tracing::info!("stopped");

@@ -49,6 +49,14 @@ pub struct ModelLabel {
     pub model: String,
 }
 
+/// Label set naming the outcome of a configuration reload.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabel {
+    /// `ok` (the new configuration and models serve) or `error` (the previous ones still
+    /// do).
+    pub result: String,
+}
+
 /// All daemon metrics.
 pub struct Metrics {
     registry: Registry,
@@ -86,6 +94,8 @@ pub struct Metrics {
     pub request_tokens: Family<ModelLabel, Histogram>,
     /// Model passes (a window or a sentence) answered from the result cache.
     pub cache_hits: Counter,
+    /// Configuration reloads (SIGHUP or a changed config file), by result.
+    pub config_reloads: Family<ReloadLabel, Counter>,
 }
 
 /// Token buckets: each bound twice the one before, from 16 to 65,536 tokens.
@@ -130,6 +140,7 @@ impl Metrics {
             token_histogram as fn() -> Histogram,
         );
         let cache_hits = Counter::default();
+        let config_reloads = Family::<ReloadLabel, Counter>::default();
         registry.register(
             "classify_requests",
             "Classify calls by gRPC status code",
@@ -200,6 +211,11 @@ impl Metrics {
             "Model passes (a window or a sentence) answered from the result cache",
             cache_hits.clone(),
         );
+        registry.register(
+            "config_reloads",
+            "Configuration reloads (SIGHUP or a changed config file) by result: ok (the new configuration and models serve) or error (the previous ones still do)",
+            config_reloads.clone(),
+        );
         Arc::new(Self {
             registry,
             requests,
@@ -216,6 +232,7 @@ impl Metrics {
             queued_work,
             request_tokens,
             cache_hits,
+            config_reloads,
         })
     }
 

@@ -4,6 +4,7 @@
 use std::ops::Range;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use crate::batcher::{BatchError, Batcher};
-use crate::engine::{text_ranges, ClassifyInput, ClassifyOutput, ModelNames, Part, SignalSet};
+use crate::engine::{text_ranges, ClassifyInput, ClassifyOutput, Part, SignalSet};
 use crate::metrics::{CodeLabel, Metrics, ModelLabel, SignalLabel, StageLabel};
 use crate::pii::Source;
 
@@ -25,22 +26,16 @@ use crate::pii::Source;
 pub struct ClassifierService {
     batcher: Batcher,
     metrics: Arc<Metrics>,
-    names: ModelNames,
-    max_text_bytes: usize,
+    /// `limits.max_text_bytes`, shared with the reload that may change it.
+    max_text_bytes: Arc<AtomicUsize>,
 }
 
 impl ClassifierService {
     /// Creates the service over a running batcher.
-    pub fn new(
-        batcher: Batcher,
-        metrics: Arc<Metrics>,
-        names: ModelNames,
-        max_text_bytes: usize,
-    ) -> Self {
+    pub fn new(batcher: Batcher, metrics: Arc<Metrics>, max_text_bytes: Arc<AtomicUsize>) -> Self {
         Self {
             batcher,
             metrics,
-            names,
             max_text_bytes,
         }
     }
@@ -101,7 +96,6 @@ pub fn to_response(
     out: ClassifyOutput,
     queue_us: u64,
     total_us: u64,
-    names: &ModelNames,
 ) -> ClassifyResponse {
     ClassifyResponse {
         request_id,
@@ -139,7 +133,8 @@ pub fn to_response(
         }),
         truncated: out.truncated,
         input_tokens: out.input_tokens,
-        models: names
+        models: out
+            .models
             .entries
             .iter()
             .map(|(signal, name)| ModelInfo {
@@ -303,7 +298,7 @@ impl Classifier for ClassifierService {
         let call = CallRecord::start(&self.metrics, request_id.clone());
         let started = call.started;
         let result = async {
-            let input = validate(req, self.max_text_bytes)?;
+            let input = validate(req, self.max_text_bytes.load(Ordering::Relaxed))?;
             let signals = input.signals;
             for (on, name) in [
                 (signals.domain, "domain"),
@@ -350,13 +345,7 @@ impl Classifier for ClassifierService {
                     .observe(us as f64 / 1e6);
             }
             let total_us = started.elapsed().as_micros() as u64;
-            Ok::<_, Status>(to_response(
-                request_id.clone(),
-                out,
-                queue_us,
-                total_us,
-                &self.names,
-            ))
+            Ok::<_, Status>(to_response(request_id.clone(), out, queue_us, total_us))
         }
         .await;
         call.finish(match &result {

@@ -30,6 +30,7 @@ mod sequence;
 mod windows;
 
 use std::ops::Range;
+use std::sync::Arc;
 
 use self::pii::PiiSignal;
 use self::sequence::SequenceSignals;
@@ -243,6 +244,9 @@ pub struct ClassifyOutput {
     pub cached_passes: u32,
     /// Stage timings.
     pub timings: StageTimings,
+    /// The models that computed this result (after a reload, the new ones as soon as the
+    /// engine runs on them).
+    pub models: Arc<ModelNames>,
 }
 
 /// Errors classifying a batch.
@@ -275,7 +279,7 @@ pub struct Engine {
     seq: SequenceSignals,
     pii: PiiSignal,
     /// Model names for responses.
-    pub names: ModelNames,
+    pub names: Arc<ModelNames>,
 }
 
 fn load_sequence(
@@ -387,7 +391,7 @@ impl Engine {
                 batch: config.batching.limits(),
                 cache: ResultCache::new(config.cache.pii_bytes),
             },
-            names,
+            names: Arc::new(names),
         })
     }
 
@@ -461,6 +465,7 @@ impl Engine {
                 t.encoder_us + t.pii_us
             };
             t.postprocess_us += p.timings.postprocess_us;
+            o.models = self.names.clone();
         }
         Ok(outputs)
     }

@@ -5,6 +5,7 @@
 #               tests, deploy manifest checks
 #   make bench  latency / throughput tables, each with its baseline measured in the same run
 #   make eval   quality on the evaluation data in $(EVAL_DIR)
+#   make soak   load, faults and hostile input on the real stack (SOAK_SECONDS per load row)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -48,7 +49,7 @@ WASM := target/wasm32-wasip1/release/semroute_filter.wasm
 export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
 export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers image-tools images deploy-venv check-manifests
+.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers image-tools images deploy-venv check-manifests soak
 
 help:
 	@echo "make run | make test | make bench | make eval | make images | make setup | make clean"
@@ -197,6 +198,19 @@ lint:
 # artifacts of `make build`.
 test: build images fmt lint check-manifests
 	$(CARGO) test --workspace --release
+
+# ---------------------------------------------------------------- soak
+
+# The real stack (Envoy, filter, daemon, upstreams) under sustained load at 1 / 16 / 64
+# clients, daemon faults (killed, stalled, socket removed, config reloaded), hostile bodies
+# and a model upstream killed mid-stream: one table row per scenario; fails on a lost
+# request or memory growth past its bound. SOAK_SECONDS per load row (CI: the default).
+SOAK_SECONDS ?= 10
+SOAK_FAULT_SECONDS ?= 6
+
+soak: build
+	$(CARGO) build --release -p semroute-e2e --bin soak --bin semroute-upstream
+	target/release/soak --seconds $(SOAK_SECONDS) --fault-seconds $(SOAK_FAULT_SECONDS)
 
 # ---------------------------------------------------------------- heads
 

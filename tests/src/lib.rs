@@ -428,6 +428,26 @@ pub fn without_wasm_filter(config: &str) -> Result<String, String> {
     Ok(text)
 }
 
+/// Starts the real daemon on the layout's socket and metrics port, logging to `log`.
+fn spawn_daemon(layout: &Layout, config: Option<&Path>, log: &Path) -> Result<ChildGuard, String> {
+    let bin = daemon_bin()?;
+    let ort = ort_lib()?;
+    let mut cmd = Command::new(bin);
+    cmd.current_dir(workspace_root())
+        .env("ORT_DYLIB_PATH", ort)
+        .args(["serve", "--allow-root"]);
+    if let Some(config) = config {
+        let config = workspace_root().join(config);
+        cmd.arg("--config")
+            .arg(require(config, "the daemon configuration")?);
+    }
+    cmd.arg("--socket").arg(&layout.socket).args([
+        "--metrics-addr",
+        &format!("127.0.0.1:{}", layout.daemon_metrics_port.unwrap_or(0)),
+    ]);
+    ChildGuard::spawn("semroute-daemon", cmd, log.to_path_buf())
+}
+
 /// How to start a [`Router`].
 #[derive(Debug, Clone, Default)]
 pub struct RouterOptions {
@@ -460,12 +480,17 @@ pub struct Router {
     pub envoy: ChildGuard,
     /// The daemon, when started.
     pub daemon: Option<ChildGuard>,
+    /// The daemon's configuration file, for [`Router::restart_daemon`].
+    daemon_config: Option<PathBuf>,
+    /// Daemon starts so far (each logs to its own file).
+    daemon_starts: u32,
     /// One per model.
     pub upstreams: Vec<ChildGuard>,
 }
 
 /// A tiny self-removing temporary directory (no extra dependency).
 pub mod bench;
+pub mod http_client;
 
 pub mod tempfile_dir {
     use std::path::{Path, PathBuf};
@@ -562,25 +587,10 @@ impl Router {
         }
 
         let daemon = if options.daemon {
-            let bin = daemon_bin()?;
-            let ort = ort_lib()?;
-            let mut cmd = Command::new(bin);
-            cmd.current_dir(workspace_root())
-                .env("ORT_DYLIB_PATH", ort)
-                .args(["serve", "--allow-root"]);
-            if let Some(config) = &options.daemon_config {
-                let config = workspace_root().join(config);
-                cmd.arg("--config")
-                    .arg(require(config, "the daemon configuration")?);
-            }
-            cmd.arg("--socket").arg(&layout.socket).args([
-                "--metrics-addr",
-                &format!("127.0.0.1:{}", layout.daemon_metrics_port.unwrap_or(0)),
-            ]);
-            Some(ChildGuard::spawn(
-                "semroute-daemon",
-                cmd,
-                dir.path().join("daemon.log"),
+            Some(spawn_daemon(
+                &layout,
+                options.daemon_config.as_deref(),
+                &dir.path().join("daemon.log"),
             )?)
         } else {
             None
@@ -604,6 +614,8 @@ impl Router {
             dir,
             envoy,
             daemon,
+            daemon_config: options.daemon_config.clone(),
+            daemon_starts: 1,
             upstreams: children,
         };
         router.wait_ready()?;
@@ -700,6 +712,40 @@ impl Router {
     pub fn daemon_rss_kib(&self) -> Option<u64> {
         let pid = self.daemon.as_ref()?.id()?;
         proc_status_kib(pid, "VmRSS")
+    }
+
+    /// Starts the daemon again (after [`Router::stop_daemon`] or a crash), as a supervisor
+    /// would, with the same configuration and a log file of its own; returns when it has
+    /// bound its socket.
+    pub fn restart_daemon(&mut self) -> Result<(), String> {
+        if let Some(d) = self.daemon.as_mut() {
+            d.stop();
+        }
+        self.daemon_starts += 1;
+        let log = self
+            .dir
+            .path()
+            .join(format!("daemon-{}.log", self.daemon_starts));
+        // A socket file left by a killed daemon: the new one replaces it once bound.
+        let started = std::time::SystemTime::now();
+        let mut d = spawn_daemon(&self.layout, self.daemon_config.as_deref(), &log)?;
+        let socket = self.layout.socket.clone();
+        let mut exited = None;
+        let ok = wait_until(Duration::from_secs(180), || {
+            exited = d.exited();
+            exited.is_some()
+                || fs::metadata(&socket)
+                    .and_then(|m| m.modified())
+                    .is_ok_and(|t| t >= started)
+        });
+        let tail = d.log_tail(4000);
+        self.daemon = Some(d);
+        if !ok || exited.is_some() {
+            return Err(format!(
+                "semroute-daemon did not restart ({exited:?}):\n{tail}"
+            ));
+        }
+        Ok(())
     }
 
     /// Stops the daemon (the socket path stays, as after a crash).

@@ -8,6 +8,9 @@
 //! - `GET /v1/models`, `GET /health`, and `GET /stats` (`{"requests": N}`:
 //!   completions and responses answered so far).
 //!
+//! With `stream: true` each event waits 5 ms, or the request header
+//! `x-upstream-event-delay-ms` (at most 10 s).
+//!
 //! Every answer says which model served it, the `model` the body carried and
 //! the `x-semroute-*` headers that arrived, both in the generated text and as
 //! a `semroute` JSON field (`served_by`, `received_model`, `headers`,
@@ -137,9 +140,19 @@ fn inspect(state: &AppState, headers: &HeaderMap, raw: &Bytes) -> Result<Receive
     })
 }
 
-fn sse(events: Vec<String>) -> Response {
-    let s = stream::iter(events).then(|e| async move {
-        tokio::time::sleep(Duration::from_millis(5)).await;
+/// Pause before each SSE event: 5 ms, or the request's `x-upstream-event-delay-ms` (at
+/// most 10 s), so that a test can keep a stream open long enough to break it midway.
+fn event_delay(headers: &HeaderMap) -> Duration {
+    let ms = headers
+        .get("x-upstream-event-delay-ms")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok())
+        .map_or(5, |ms| ms.min(10_000));
+    Duration::from_millis(ms)
+}
+
+fn sse(events: Vec<String>, delay: Duration) -> Response {
+    let s = stream::iter(events).then(move |e| async move {
+        tokio::time::sleep(delay).await;
         Ok::<_, Infallible>(Bytes::from(e))
     });
     Response::builder()
@@ -185,7 +198,7 @@ async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> 
         });
         events.push(format!("data: {last}\n\n"));
         events.push("data: [DONE]\n\n".to_string());
-        return sse(events);
+        return sse(events, event_delay(&headers));
     }
     let words = r.summary.split_whitespace().count();
     Json(json!({
@@ -232,7 +245,7 @@ async fn responses(State(state): State<AppState>, headers: HeaderMap, raw: Bytes
         }
         let done = json!({"type": "response.completed", "response": full});
         events.push(format!("event: response.completed\ndata: {done}\n\n"));
-        return sse(events);
+        return sse(events, event_delay(&headers));
     }
     Json(full).into_response()
 }

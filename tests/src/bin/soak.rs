@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use semroute_e2e::bench::{chat_body, quantile, Prose, QUESTION};
 use semroute_e2e::http_client::Conn;
-use semroute_e2e::{default_filter_config, proc_status_kib, Router, RouterOptions};
+use semroute_e2e::{default_filter_config, proc_status_kib, workspace_root, Router, RouterOptions};
 use serde_json::{json, Value};
 
 /// Allowed lateness past the filter's daemon deadline, ms.
@@ -628,10 +628,17 @@ fn main() {
         .as_str()
         .unwrap_or("open")
         .to_string();
+    // The daemon runs on a copy of config/daemon.toml that the reload row changes.
+    let served = std::fs::read_to_string(workspace_root().join("config/daemon.toml"))
+        .unwrap_or_else(|e| die(&format!("config/daemon.toml: {e}")));
+    let daemon_config =
+        std::env::temp_dir().join(format!("semroute-soak-{}.toml", std::process::id()));
+    std::fs::write(&daemon_config, &served).unwrap_or_else(|e| die(&e.to_string()));
     let mut router = Router::start(
         &semroute_e2e::target_dir().join("release/semroute-upstream"),
         RouterOptions {
             daemon: true,
+            daemon_config: Some(daemon_config.clone()),
             filter_config: Some(config),
             ..Default::default()
         },
@@ -746,10 +753,16 @@ fn main() {
 
     let (outcomes, _) = drive(&mut router, 4, args.fault_seconds, true, &next, |r| {
         std::thread::sleep(third);
+        // A changed configuration: a larger encoder cache.
+        let changed = served.replace("encoder_bytes = 8388608", "encoder_bytes = 16777216");
+        if changed == served {
+            die("config/daemon.toml has no `encoder_bytes = 8388608` line to change");
+        }
+        std::fs::write(&daemon_config, changed).unwrap_or_else(|e| die(&e.to_string()));
         at = Instant::now();
         signal(r.daemon.as_ref().and_then(|d| d.id()), libc::SIGHUP);
     });
-    let mut row = Row::new("config reloaded (SIGHUP), 4 clients", &router);
+    let mut row = Row::new("config changed and reloaded (SIGHUP), 4 clients", &router);
     row.outcomes = outcomes;
     row.check(&fault_allowed, late_ms);
     let after: Vec<&Outcome> = row.outcomes.iter().filter(|o| o.started >= at).collect();
@@ -810,6 +823,7 @@ fn main() {
     }
     emit(row, &mut rows);
 
+    let _ = std::fs::remove_file(&daemon_config);
     let failed: Vec<&Row> = rows.iter().filter(|r| !r.failures.is_empty()).collect();
     let cues = rows
         .iter()

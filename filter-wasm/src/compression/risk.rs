@@ -597,7 +597,7 @@ impl DigitRun {
         if (12..=19).contains(&n)
             && (self.simple_seps || grouped)
             && !self.plus
-            && luhn(digits)
+            && semroute_checks::luhn_valid(digits.iter().copied())
             && digits.windows(2).any(|w| w.first() != w.last())
         {
             f |= RiskFlags::CARD;
@@ -799,31 +799,17 @@ fn phone_cue_near(b: &[u8], start: usize, end: usize, lead: &[u8]) -> bool {
     })
 }
 
-fn luhn(d: &[u8]) -> bool {
-    let mut sum = 0u32;
-    for (i, &x) in d.iter().rev().enumerate() {
-        let mut v = u32::from(x);
-        if i % 2 == 1 {
-            v *= 2;
-            if v > 9 {
-                v -= 9;
-            }
-        }
-        sum += v;
-    }
-    sum.is_multiple_of(10)
-}
-
-/// SSA rules: area not 000, 666 or 900-999; group not 00; serial not 0000.
+/// SSA issuing rules ([`semroute_checks::ssn_valid`]) on nine digit values.
 fn valid_ssn(d: &[u8]) -> bool {
     let [a0, a1, a2, g0, g1, s0, s1, s2, s3] = d else {
         return false;
     };
     let num = |xs: &[u8]| xs.iter().fold(0u32, |a, &x| a * 10 + u32::from(x));
-    let area = num(&[*a0, *a1, *a2]);
-    let group = num(&[*g0, *g1]);
-    let serial = num(&[*s0, *s1, *s2, *s3]);
-    area != 0 && area != 666 && area < 900 && group != 0 && serial != 0
+    semroute_checks::ssn_valid(
+        num(&[*a0, *a1, *a2]),
+        num(&[*g0, *g1]),
+        num(&[*s0, *s1, *s2, *s3]),
+    )
 }
 
 // ---------------------------------------------------------------- calendar dates
@@ -967,7 +953,7 @@ fn iban_at(b: &[u8], i: usize) -> bool {
     loop {
         let at_boundary = !b.get(j).is_some_and(u8::is_ascii_alphanumeric);
         if at_boundary {
-            if (15..=34).contains(&n) && mod97(chars.get(..n).unwrap_or_default()) == 1 {
+            if semroute_checks::iban_valid(chars.get(..n).unwrap_or_default()) {
                 return true;
             }
             // Continue over a single space only between groups of four.
@@ -987,20 +973,6 @@ fn iban_at(b: &[u8], i: usize) -> bool {
         n += 1;
         j += 1;
     }
-}
-
-/// ISO 13616 check: the BBAN, then country code and check digits, letters as 10..35, mod 97.
-fn mod97(chars: &[u8]) -> u32 {
-    let (head, bban) = chars.split_at(4.min(chars.len()));
-    let mut rem = 0u32;
-    for &x in bban.iter().chain(head.iter()) {
-        rem = if x.is_ascii_digit() {
-            (rem * 10 + u32::from(x - b'0')) % 97
-        } else {
-            (rem * 100 + u32::from(x.saturating_sub(b'A')) + 10) % 97
-        };
-    }
-    rem
 }
 
 // ---------------------------------------------------------------- IP addresses

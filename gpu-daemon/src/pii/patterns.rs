@@ -50,56 +50,19 @@ fn patterns() -> &'static Patterns {
     })
 }
 
-/// Luhn checksum over ASCII digits (ISO/IEC 7812-1).
-pub fn luhn_valid(digits: &[u8]) -> bool {
-    let mut sum = 0u32;
-    for (i, d) in digits.iter().rev().enumerate() {
-        let mut v = u32::from(d - b'0');
-        if i % 2 == 1 {
-            v *= 2;
-            if v > 9 {
-                v -= 9;
-            }
-        }
-        sum += v;
-    }
-    sum.is_multiple_of(10)
+/// IBAN check (ISO 13616 mod-97, [`semroute_checks::iban_valid`]) of a match that may be
+/// written in groups separated by single spaces.
+fn iban_valid(iban: &str) -> bool {
+    let compact: Vec<u8> = iban.bytes().filter(|b| *b != b' ').collect();
+    semroute_checks::iban_valid(&compact)
 }
 
-/// IBAN mod-97 check (ISO 13616): move the first four characters to the
-/// end, map letters to 10..35, and the number must be 1 modulo 97.
-pub fn iban_valid(iban: &str) -> bool {
-    let s: Vec<u8> = iban.bytes().filter(|b| *b != b' ').collect();
-    if !(15..=34).contains(&s.len()) || !s.iter().all(u8::is_ascii_alphanumeric) {
-        return false;
-    }
-    let mut rem = 0u32;
-    for &b in s[4..].iter().chain(&s[..4]) {
-        let v = if b.is_ascii_digit() {
-            u32::from(b - b'0')
-        } else {
-            u32::from(b.to_ascii_uppercase() - b'A') + 10
-        };
-        rem = if v >= 10 {
-            (rem * 100 + v) % 97
-        } else {
-            (rem * 10 + v) % 97
-        };
-    }
-    rem == 1
-}
-
-/// US SSN assignment rules: area not 000, 666 or 900-999; group not 00;
-/// serial not 0000.
-pub fn ssn_valid(area: &str, group: &str, serial: &str) -> bool {
-    let (Ok(a), Ok(g), Ok(s)) = (
-        area.parse::<u32>(),
-        group.parse::<u32>(),
-        serial.parse::<u32>(),
-    ) else {
+/// SSA issuing rules ([`semroute_checks::ssn_valid`]) on the digit groups of a match.
+fn ssn_valid(area: &str, group: &str, serial: &str) -> bool {
+    let (Ok(a), Ok(g), Ok(s)) = (area.parse(), group.parse(), serial.parse()) else {
         return false;
     };
-    a != 0 && a != 666 && a < 900 && g != 0 && s != 0
+    semroute_checks::ssn_valid(a, g, s)
 }
 
 fn pattern(kind: &'static str, start: usize, end: usize) -> Entity {
@@ -343,7 +306,7 @@ pub fn find(text: &str) -> Vec<Entity> {
         let digits: Vec<u8> = m.as_str().bytes().filter(u8::is_ascii_digit).collect();
         if (13..=19).contains(&digits.len())
             && card_separators_agree(m.as_str())
-            && luhn_valid(&digits)
+            && semroute_checks::luhn_valid(digits.iter().map(|d| d - b'0'))
             && !overlaps(&found, m.start(), m.end())
         {
             found.push(pattern("CREDIT_CARD", m.start(), m.end()));

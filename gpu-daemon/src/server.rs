@@ -301,9 +301,9 @@ impl Classifier for ClassifierService {
             let input = validate(req, self.max_text_bytes.load(Ordering::Relaxed))?;
             let signals = input.signals;
             for (on, name) in [
-                (signals.domain, "domain"),
-                (signals.jailbreak, "jailbreak"),
-                (signals.pii, "pii"),
+                (signals.domain, semroute_proto::signal::DOMAIN),
+                (signals.jailbreak, semroute_proto::signal::JAILBREAK),
+                (signals.pii, semroute_proto::signal::PII),
             ] {
                 if on {
                     self.metrics

@@ -16,6 +16,10 @@ pub const CLASSIFIER_SERVICE: &str = "semroute.v1.Classifier";
 /// Method name of the classification call.
 pub const CLASSIFY_METHOD: &str = "Classify";
 
+/// Most flagged sentences per text part (`ClassifyRequest.flagged_sentences`, and the same
+/// for `scan_flagged_sentences`): the filter sends no more, the daemon scores no more alone.
+pub const MAX_FLAGGED_SENTENCES: usize = 64;
+
 /// Signal names accepted in `ClassifyRequest.signals`.
 pub mod signal {
     /// Domain / intent category.

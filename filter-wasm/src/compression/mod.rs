@@ -56,7 +56,7 @@ pub const SCORED_ALONE: RiskFlags = RiskFlags::INJECTION.union(RiskFlags::HARMFU
 
 /// Most sentences reported in [`Compressed::flagged_sentences`]; the daemon reads no more
 /// per text (`ClassifyRequest.flagged_sentences`).
-pub const MAX_FLAGGED_SENTENCES: usize = 64;
+pub use semroute_proto::MAX_FLAGGED_SENTENCES;
 
 /// The end of the pinned segments may use at most 1 / `PINNED_SHARE` of the text budget
 /// (their last sentences are kept even beyond it); the rest is left to the risk-flagged

@@ -32,6 +32,8 @@ mod windows;
 use std::ops::Range;
 use std::sync::Arc;
 
+use semroute_proto::signal;
+
 use self::pii::PiiSignal;
 use self::sequence::SequenceSignals;
 use self::windows::plan_windows;
@@ -76,9 +78,9 @@ impl SignalSet {
         let mut set = SignalSet::default();
         for n in names {
             match n.as_ref().trim() {
-                "domain" => set.domain = true,
-                "jailbreak" => set.jailbreak = true,
-                "pii" => set.pii = true,
+                signal::DOMAIN => set.domain = true,
+                signal::JAILBREAK => set.jailbreak = true,
+                signal::PII => set.pii = true,
                 other => {
                     return Err(format!(
                         "unknown signal {other:?}: expected domain, jailbreak or pii"
@@ -109,7 +111,7 @@ pub struct ClassifyInput {
 
 /// Most flagged sentences the jailbreak signal scores alone per text
 /// ([`ClassifyInput::flagged_sentences`]); the filter sends no more than this either.
-pub const MAX_FLAGGED_SENTENCES: usize = 64;
+pub use semroute_proto::MAX_FLAGGED_SENTENCES;
 
 /// Byte spans `(start, end)` as ranges of `text`, for [`ClassifyInput::flagged_sentences`].
 /// Errors: a message naming the first span (`{field}[{i}]`) that is not a range of
@@ -358,7 +360,7 @@ impl Engine {
         }
         let mut names = ModelNames::default();
         let enc_name = encoder.as_ref().map(|e| e.name.clone()).unwrap_or_default();
-        for (signal, model) in [("domain", &domain), ("jailbreak", &jailbreak)] {
+        for (signal, model) in [(signal::DOMAIN, &domain), (signal::JAILBREAK, &jailbreak)] {
             names.entries.push((
                 signal,
                 match model {
@@ -368,7 +370,7 @@ impl Engine {
             ));
         }
         names.entries.push((
-            "pii",
+            signal::PII,
             match &pii_model {
                 Some(c) => format!("{}+patterns", c.name),
                 None => "patterns".into(),

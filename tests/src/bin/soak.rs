@@ -677,7 +677,11 @@ fn main() {
         let (outcomes, samples) = drive(&mut router, c, args.seconds, false, &next, |_| {});
         daemon_peak = samples.daemon.iter().copied().fold(daemon_peak, f64::max);
         let mut row = Row::new(
-            &format!("sustained load, {c} clients, {:.0} s", args.seconds),
+            &format!(
+                "sustained load, {c} client{}, {:.0} s",
+                if c == 1 { "" } else { "s" },
+                args.seconds
+            ),
             &router,
         );
         row.outcomes = outcomes;
@@ -698,73 +702,82 @@ fn main() {
         emit(row, &mut rows);
     }
 
-    // Daemon faults under load (4 clients, one request in eight with a jailbreak cue).
-    let fault_allowed = [200, 403, 503];
+    // Daemon faults under load (4 clients, one request in eight with a jailbreak cue), each
+    // injected a third into its row.
     let third = Duration::from_secs_f64(args.fault_seconds / 3.0);
-    let mut at = Instant::now();
-    let (outcomes, _) = drive(&mut router, 4, args.fault_seconds, true, &next, |r| {
-        std::thread::sleep(third);
-        at = Instant::now();
-        signal(r.daemon.as_ref().and_then(|d| d.id()), libc::SIGKILL);
+    let fault =
+        |router: &mut Router, scenario: &str, inject: &mut dyn FnMut(&mut Router) -> Instant| {
+            let mut at = Instant::now();
+            let (outcomes, _) = drive(router, 4, args.fault_seconds, true, &next, |r| {
+                std::thread::sleep(third);
+                at = inject(r);
+            });
+            let mut row = Row::new(&format!("{scenario}, 4 clients"), router);
+            row.outcomes = outcomes;
+            row.check(&[200, 403, 503], late_ms);
+            (row, at)
+        };
+    let restart = |r: &mut Router| {
         if let Err(e) = r.restart_daemon() {
             die(&e);
         }
-    });
-    let mut row = Row::new("daemon killed (SIGKILL) and restarted, 4 clients", &router);
-    row.outcomes = outcomes;
-    row.check(&fault_allowed, late_ms);
+    };
+
+    let (mut row, at) = fault(
+        &mut router,
+        "daemon killed (SIGKILL) and restarted",
+        &mut |r| {
+            let at = Instant::now();
+            signal(r.daemon.as_ref().and_then(|d| d.id()), libc::SIGKILL);
+            restart(r);
+            at
+        },
+    );
     row.note = again_note(&row.outcomes, at);
     emit(row, &mut rows);
 
-    let (outcomes, _) = drive(&mut router, 4, args.fault_seconds, true, &next, |r| {
-        std::thread::sleep(third);
-        let pid = r.daemon.as_ref().and_then(|d| d.id());
-        signal(pid, libc::SIGSTOP);
-        std::thread::sleep(third);
-        signal(pid, libc::SIGCONT);
-        at = Instant::now();
-    });
-    let mut row = Row::new(
-        "daemon stalled (SIGSTOP, SIGCONT after a third), 4 clients",
-        &router,
+    let (mut row, at) = fault(
+        &mut router,
+        "daemon stalled (SIGSTOP, SIGCONT a third later)",
+        &mut |r| {
+            let pid = r.daemon.as_ref().and_then(|d| d.id());
+            signal(pid, libc::SIGSTOP);
+            std::thread::sleep(third);
+            signal(pid, libc::SIGCONT);
+            Instant::now()
+        },
     );
-    row.outcomes = outcomes;
-    row.check(&fault_allowed, late_ms);
     row.note = format!("after SIGCONT: {}", again_note(&row.outcomes, at));
     emit(row, &mut rows);
 
-    let (outcomes, _) = drive(&mut router, 4, args.fault_seconds, true, &next, |r| {
-        std::thread::sleep(third);
-        let _ = std::fs::remove_file(&r.layout.socket);
-        std::thread::sleep(third);
-        at = Instant::now();
-        if let Err(e) = r.restart_daemon() {
-            die(&e);
-        }
-    });
-    let mut row = Row::new(
-        "socket file removed, daemon restarted after a third, 4 clients",
-        &router,
+    let (mut row, at) = fault(
+        &mut router,
+        "socket file removed, daemon restarted a third later",
+        &mut |r| {
+            let _ = std::fs::remove_file(&r.layout.socket);
+            std::thread::sleep(third);
+            let at = Instant::now();
+            restart(r);
+            at
+        },
     );
-    row.outcomes = outcomes;
-    row.check(&fault_allowed, late_ms);
     row.note = format!("after the restart: {}", again_note(&row.outcomes, at));
     emit(row, &mut rows);
 
-    let (outcomes, _) = drive(&mut router, 4, args.fault_seconds, true, &next, |r| {
-        std::thread::sleep(third);
-        // A changed configuration: a larger encoder cache.
-        let changed = served.replace("encoder_bytes = 8388608", "encoder_bytes = 16777216");
-        if changed == served {
-            die("config/daemon.toml has no `encoder_bytes = 8388608` line to change");
-        }
-        std::fs::write(&daemon_config, changed).unwrap_or_else(|e| die(&e.to_string()));
-        at = Instant::now();
-        signal(r.daemon.as_ref().and_then(|d| d.id()), libc::SIGHUP);
-    });
-    let mut row = Row::new("config changed and reloaded (SIGHUP), 4 clients", &router);
-    row.outcomes = outcomes;
-    row.check(&fault_allowed, late_ms);
+    let (mut row, at) = fault(
+        &mut router,
+        "config changed and reloaded (SIGHUP)",
+        &mut |r| {
+            // A changed configuration: a larger encoder cache.
+            let changed = served.replace("encoder_bytes = 8388608", "encoder_bytes = 16777216");
+            if changed == served {
+                die("config/daemon.toml has no `encoder_bytes = 8388608` line to change");
+            }
+            std::fs::write(&daemon_config, changed).unwrap_or_else(|e| die(&e.to_string()));
+            signal(r.daemon.as_ref().and_then(|d| d.id()), libc::SIGHUP);
+            Instant::now()
+        },
+    );
     let after: Vec<&Outcome> = row.outcomes.iter().filter(|o| o.started >= at).collect();
     row.note = format!(
         "after SIGHUP: {} of {} classified; reloads ok: {}",

@@ -8,7 +8,9 @@
 //! - [`error_response`]: OpenAI-style error replies;
 //! - [`buffered`]: the buffered design's extraction (`serde_json`), the benchmarks' baseline;
 //! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait;
-//! - [`header_map`]: the proxy-wasm header map serialisation.
+//! - [`header_map`]: the proxy-wasm header map serialisation;
+//! - `testing` (feature `testing`): the mock host and the scanner event recorder that the
+//!   tests, benchmarks and fuzz targets share.
 //!
 //! `shim` is the thin layer that talks to the proxy-wasm host (compiled only
 //! for `wasm32`). A panic in a wasm filter kills the VM for every request on
@@ -36,6 +38,14 @@ pub mod policy;
 pub mod prompt;
 pub mod request;
 pub mod request_path;
+#[cfg(feature = "testing")]
+#[allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+pub mod testing;
 
 #[cfg(target_arch = "wasm32")]
 mod shim;

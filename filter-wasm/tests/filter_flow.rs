@@ -3,139 +3,19 @@
 
 mod common;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 use std::time::Duration;
 
 use prost::Message;
 use semroute_filter::config::FilterConfig;
-use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
+use semroute_filter::filter::{Action, HttpFilter};
 use semroute_filter::prompt::TokenCalibration;
+use semroute_filter::testing::MockHost;
 use semroute_proto::v1::{
     ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, PiiEntity, PiiResult,
 };
 use serde_json::{json, Value};
-
-/// Status, headers and body of a local reply.
-type LocalReply = (u16, Vec<(String, String)>, Vec<u8>);
-
-#[derive(Default)]
-struct MockHost {
-    headers: Vec<(String, String)>,
-    response_headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    reads: RefCell<Vec<(usize, usize)>>,
-    calls: Vec<(String, ClassifyRequest, Duration)>,
-    dispatch_fails: bool,
-    reply: Option<Vec<u8>>,
-    sent: Option<LocalReply>,
-    resumed: u32,
-    now: Cell<u64>,
-    grpc_message: Option<String>,
-}
-
-impl MockHost {
-    fn new(method: &str, path: &str, extra: &[(&str, &str)]) -> Self {
-        let mut h = MockHost::default();
-        h.headers.push((":method".into(), method.into()));
-        h.headers.push((":path".into(), path.into()));
-        for (k, v) in extra {
-            h.headers.push(((*k).into(), (*v).into()));
-        }
-        h
-    }
-    fn len(&self) -> usize {
-        self.body.len()
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-    fn body_json(&self) -> Value {
-        serde_json::from_slice(&self.body).expect("body is JSON")
-    }
-    fn sent_status(&self) -> Option<u16> {
-        self.sent.as_ref().map(|s| s.0)
-    }
-    fn sent_json(&self) -> Value {
-        serde_json::from_slice(&self.sent.as_ref().expect("a local reply").2).expect("reply JSON")
-    }
-}
-
-impl Host for MockHost {
-    fn request_header(&self, name: &str) -> Option<String> {
-        self.header(name).map(str::to_string)
-    }
-    fn request_header_names(&self) -> Vec<String> {
-        self.headers.iter().map(|(k, _)| k.clone()).collect()
-    }
-    fn set_request_header(&mut self, name: &str, value: &str) {
-        self.remove_request_header(name);
-        self.headers.push((name.into(), value.into()));
-    }
-    fn remove_request_header(&mut self, name: &str) {
-        self.headers.retain(|(k, _)| k != name);
-    }
-    fn set_response_header(&mut self, name: &str, value: &str) {
-        self.response_headers.push((name.into(), value.into()));
-    }
-    fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
-        let end = (start + len).min(self.body.len());
-        self.reads.borrow_mut().push((start, end));
-        Some(self.body.get(start..end)?.to_vec())
-    }
-    fn replace_body_prefix(&mut self, drain: usize, prefix: &[u8]) -> Result<(), HostError> {
-        let mut b = prefix.to_vec();
-        b.extend_from_slice(&self.body[drain..]);
-        self.body = b;
-        Ok(())
-    }
-    fn dispatch_classify(
-        &mut self,
-        cluster: &str,
-        message: &[u8],
-        timeout: Duration,
-    ) -> Result<u32, HostError> {
-        if self.dispatch_fails {
-            return Err(HostError {
-                call: "grpc_call",
-                status: 2,
-            });
-        }
-        self.calls.push((
-            cluster.into(),
-            ClassifyRequest::decode(message).expect("request decodes"),
-            timeout,
-        ));
-        Ok(self.calls.len() as u32)
-    }
-    fn grpc_response_body(&self, _len: usize) -> Option<Vec<u8>> {
-        self.reply.clone()
-    }
-    fn grpc_status_message(&self) -> Option<String> {
-        self.grpc_message.clone()
-    }
-    fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-        assert!(self.sent.is_none(), "two local replies");
-        self.sent = Some((
-            status,
-            headers
-                .iter()
-                .map(|(k, v)| ((*k).into(), (*v).into()))
-                .collect(),
-            body.to_vec(),
-        ));
-    }
-    fn resume_request(&mut self) {
-        self.resumed += 1;
-    }
-    fn now_us(&self) -> u64 {
-        self.now.set(self.now.get() + 100);
-        self.now.get()
-    }
-}
 
 const CONFIG: &str = r#"{
   "default_model": "general-model",
@@ -199,7 +79,7 @@ fn send_body(f: &mut HttpFilter, h: &mut MockHost, body: &[u8], chunk: usize) ->
         let end = (off + chunk).min(body.len());
         h.body.extend_from_slice(&body[off..end]);
         off = end;
-        let n = h.len();
+        let n = h.body_len();
         last = f.on_request_body(h, n, off == body.len());
         if h.sent.is_some() {
             break;

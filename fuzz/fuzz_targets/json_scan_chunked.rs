@@ -20,58 +20,9 @@
 
 use libfuzzer_sys::fuzz_target;
 use semroute_filter::compression::CompressionConfig;
-use semroute_filter::json_scan::{Event, FeedError, ScanErrorKind, Scanner, Sink};
+use semroute_filter::json_scan::{FeedError, ScanErrorKind, Scanner, Sink};
+use semroute_filter::testing::Recorder;
 use semroute_filter::request::{Api, Extractor};
-
-/// An owned event; string fragments are merged so chunking cannot change
-/// the sequence.
-#[derive(Debug, Clone, PartialEq)]
-enum Ev {
-    ObjectStart(u64),
-    ObjectEnd(u64),
-    ArrayStart(u64),
-    ArrayEnd(u64),
-    Key(Option<String>),
-    Str { start: u64, text: String, end: u64 },
-    Number(u64, u64),
-    Bool(bool, u64, u64),
-    Null(u64, u64),
-}
-
-#[derive(Default)]
-struct Recorder {
-    events: Vec<Ev>,
-    open: Option<(u64, String)>,
-}
-
-impl Sink for Recorder {
-    type Error = std::convert::Infallible;
-    fn event(&mut self, e: Event<'_>) -> Result<(), Self::Error> {
-        match e {
-            Event::ObjectStart { offset } => self.events.push(Ev::ObjectStart(offset)),
-            Event::ObjectEnd { offset } => self.events.push(Ev::ObjectEnd(offset)),
-            Event::ArrayStart { offset } => self.events.push(Ev::ArrayStart(offset)),
-            Event::ArrayEnd { offset } => self.events.push(Ev::ArrayEnd(offset)),
-            Event::Key(k) => self.events.push(Ev::Key(k.map(str::to_string))),
-            Event::StringStart { offset } => {
-                assert!(self.open.is_none(), "string start inside a string");
-                self.open = Some((offset, String::new()));
-            }
-            Event::StringFragment(s) => match self.open.as_mut() {
-                Some((_, t)) => t.push_str(s),
-                None => panic!("string fragment outside a string"),
-            },
-            Event::StringEnd { end } => match self.open.take() {
-                Some((start, text)) => self.events.push(Ev::Str { start, text, end }),
-                None => panic!("string end without start"),
-            },
-            Event::Number { start, end } => self.events.push(Ev::Number(start, end)),
-            Event::Bool { value, start, end } => self.events.push(Ev::Bool(value, start, end)),
-            Event::Null { start, end } => self.events.push(Ev::Null(start, end)),
-        }
-        Ok(())
-    }
-}
 
 /// Splits `body` into chunks of the given sizes (cyclically).
 fn chunks<'a>(body: &'a [u8], sizes: &[u8]) -> Vec<&'a [u8]> {
@@ -121,7 +72,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(one_shot, chunked, "result differs with chunking");
     if one_shot.is_ok() {
         assert_eq!(whole.events, split.events, "events differ with chunking");
-        assert!(whole.open.is_none(), "unterminated string accepted");
+        assert!(!whole.in_string(), "unterminated string accepted");
     }
 
     // Differential check against serde_json.

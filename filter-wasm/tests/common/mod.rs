@@ -3,57 +3,9 @@
 
 use std::path::PathBuf;
 
-use semroute_filter::json_scan::{Event, FeedError, Scanner, Sink};
+use semroute_filter::json_scan::{FeedError, Scanner};
+pub use semroute_filter::testing::{Ev, Recorder};
 use serde_json::Value;
-
-/// An owned scanner event; string fragments are merged so that chunking does
-/// not change the sequence.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Ev {
-    ObjectStart(u64),
-    ObjectEnd(u64),
-    ArrayStart(u64),
-    ArrayEnd(u64),
-    Key(Option<String>),
-    Str { start: u64, text: String, end: u64 },
-    Number(u64, u64),
-    Bool(bool, u64, u64),
-    Null(u64, u64),
-}
-
-/// Records events.
-#[derive(Default, Debug)]
-pub struct Recorder {
-    pub events: Vec<Ev>,
-    open: Option<(u64, String)>,
-}
-
-impl Sink for Recorder {
-    type Error = std::convert::Infallible;
-    fn event(&mut self, e: Event<'_>) -> Result<(), Self::Error> {
-        match e {
-            Event::ObjectStart { offset } => self.events.push(Ev::ObjectStart(offset)),
-            Event::ObjectEnd { offset } => self.events.push(Ev::ObjectEnd(offset)),
-            Event::ArrayStart { offset } => self.events.push(Ev::ArrayStart(offset)),
-            Event::ArrayEnd { offset } => self.events.push(Ev::ArrayEnd(offset)),
-            Event::Key(k) => self.events.push(Ev::Key(k.map(str::to_string))),
-            Event::StringStart { offset } => self.open = Some((offset, String::new())),
-            Event::StringFragment(s) => {
-                if let Some((_, t)) = self.open.as_mut() {
-                    t.push_str(s);
-                }
-            }
-            Event::StringEnd { end } => {
-                let (start, text) = self.open.take().expect("string end without start");
-                self.events.push(Ev::Str { start, text, end });
-            }
-            Event::Number { start, end } => self.events.push(Ev::Number(start, end)),
-            Event::Bool { value, start, end } => self.events.push(Ev::Bool(value, start, end)),
-            Event::Null { start, end } => self.events.push(Ev::Null(start, end)),
-        }
-        Ok(())
-    }
-}
 
 /// Scans `body` split at `splits` (sorted offsets); returns the events or the
 /// syntax error.

@@ -1,0 +1,134 @@
+//! A host that behaves like Envoy's proxy-wasm host for one HTTP stream: request headers,
+//! a buffered request body with prefix replacement, `Classify` calls recorded (decoded) and
+//! answered with a configured reply, local replies, and a fake clock that advances 100 µs
+//! per reading. The filter's tests drive [`crate::filter::HttpFilter`] against it.
+
+use std::cell::{Cell, RefCell};
+use std::time::Duration;
+
+use prost::Message;
+use semroute_proto::v1::ClassifyRequest;
+use serde_json::Value;
+
+use crate::filter::{Host, HostError};
+
+/// Status, headers and body of a local reply.
+pub type LocalReply = (u16, Vec<(String, String)>, Vec<u8>);
+
+#[derive(Default)]
+pub struct MockHost {
+    pub headers: Vec<(String, String)>,
+    pub response_headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub reads: RefCell<Vec<(usize, usize)>>,
+    pub calls: Vec<(String, ClassifyRequest, Duration)>,
+    pub dispatch_fails: bool,
+    pub reply: Option<Vec<u8>>,
+    pub sent: Option<LocalReply>,
+    pub resumed: u32,
+    pub now: Cell<u64>,
+    pub grpc_message: Option<String>,
+}
+
+impl MockHost {
+    pub fn new(method: &str, path: &str, extra: &[(&str, &str)]) -> Self {
+        let mut h = MockHost::default();
+        h.headers.push((":method".into(), method.into()));
+        h.headers.push((":path".into(), path.into()));
+        for (k, v) in extra {
+            h.headers.push(((*k).into(), (*v).into()));
+        }
+        h
+    }
+    pub fn body_len(&self) -> usize {
+        self.body.len()
+    }
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+    pub fn body_json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("body is JSON")
+    }
+    pub fn sent_status(&self) -> Option<u16> {
+        self.sent.as_ref().map(|s| s.0)
+    }
+    pub fn sent_json(&self) -> Value {
+        serde_json::from_slice(&self.sent.as_ref().expect("a local reply").2).expect("reply JSON")
+    }
+}
+
+impl Host for MockHost {
+    fn request_header(&self, name: &str) -> Option<String> {
+        self.header(name).map(str::to_string)
+    }
+    fn request_header_names(&self) -> Vec<String> {
+        self.headers.iter().map(|(k, _)| k.clone()).collect()
+    }
+    fn set_request_header(&mut self, name: &str, value: &str) {
+        self.remove_request_header(name);
+        self.headers.push((name.into(), value.into()));
+    }
+    fn remove_request_header(&mut self, name: &str) {
+        self.headers.retain(|(k, _)| k != name);
+    }
+    fn set_response_header(&mut self, name: &str, value: &str) {
+        self.response_headers.push((name.into(), value.into()));
+    }
+    fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        let end = (start + len).min(self.body.len());
+        self.reads.borrow_mut().push((start, end));
+        Some(self.body.get(start..end)?.to_vec())
+    }
+    fn replace_body_prefix(&mut self, drain: usize, prefix: &[u8]) -> Result<(), HostError> {
+        let mut b = prefix.to_vec();
+        b.extend_from_slice(&self.body[drain..]);
+        self.body = b;
+        Ok(())
+    }
+    fn dispatch_classify(
+        &mut self,
+        cluster: &str,
+        message: &[u8],
+        timeout: Duration,
+    ) -> Result<u32, HostError> {
+        if self.dispatch_fails {
+            return Err(HostError {
+                call: "grpc_call",
+                status: 2,
+            });
+        }
+        self.calls.push((
+            cluster.into(),
+            ClassifyRequest::decode(message).expect("request decodes"),
+            timeout,
+        ));
+        Ok(self.calls.len() as u32)
+    }
+    fn grpc_response_body(&self, _len: usize) -> Option<Vec<u8>> {
+        self.reply.clone()
+    }
+    fn grpc_status_message(&self) -> Option<String> {
+        self.grpc_message.clone()
+    }
+    fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        assert!(self.sent.is_none(), "two local replies");
+        self.sent = Some((
+            status,
+            headers
+                .iter()
+                .map(|(k, v)| ((*k).into(), (*v).into()))
+                .collect(),
+            body.to_vec(),
+        ));
+    }
+    fn resume_request(&mut self) {
+        self.resumed += 1;
+    }
+    fn now_us(&self) -> u64 {
+        self.now.set(self.now.get() + 100);
+        self.now.get()
+    }
+}

@@ -437,7 +437,7 @@ fn classify(
     input: Option<PathBuf>,
     text: Option<String>,
 ) -> anyhow::Result<()> {
-    let signals = SignalSet::parse(signals).map_err(anyhow::Error::msg)?;
+    let signals = SignalSet::parse(signals)?;
     let mut engine = load_engine(&config)?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

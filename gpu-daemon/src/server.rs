@@ -68,7 +68,8 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
     if text.trim().is_empty() && scan_text.trim().is_empty() {
         return Err(Status::invalid_argument("text is empty"));
     }
-    let signals = SignalSet::parse(&req.signals).map_err(Status::invalid_argument)?;
+    let signals =
+        SignalSet::parse(&req.signals).map_err(|e| Status::invalid_argument(e.to_string()))?;
     let flagged_sentences = spans("flagged_sentences", &req.flagged_sentences, &text)?;
     let scan_flagged_sentences = spans(
         "scan_flagged_sentences",

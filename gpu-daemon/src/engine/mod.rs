@@ -59,6 +59,11 @@ pub struct SignalSet {
     pub pii: bool,
 }
 
+/// A signal name that is not one of [`semroute_proto::signal::ALL`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown signal {0:?}: expected domain, jailbreak or pii")]
+pub struct UnknownSignal(pub String);
+
 impl SignalSet {
     /// All signals.
     pub const ALL: SignalSet = SignalSet {
@@ -71,7 +76,7 @@ impl SignalSet {
     ///
     /// Errors with the offending name when it is not one of
     /// `domain`, `jailbreak`, `pii`.
-    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, UnknownSignal> {
         if names.is_empty() {
             return Ok(Self::ALL);
         }
@@ -81,11 +86,7 @@ impl SignalSet {
                 signal::DOMAIN => set.domain = true,
                 signal::JAILBREAK => set.jailbreak = true,
                 signal::PII => set.pii = true,
-                other => {
-                    return Err(format!(
-                        "unknown signal {other:?}: expected domain, jailbreak or pii"
-                    ))
-                }
+                other => return Err(UnknownSignal(other.to_string())),
             }
         }
         Ok(set)
@@ -566,6 +567,7 @@ mod tests {
         let s = SignalSet::parse(&["pii"]).unwrap();
         assert!(s.pii && !s.domain && !s.jailbreak);
         let e = SignalSet::parse(&["domian"]).unwrap_err();
-        assert!(e.contains("domian"));
+        assert_eq!(e, UnknownSignal("domian".into()));
+        assert!(e.to_string().contains("\"domian\""));
     }
 }

@@ -145,11 +145,20 @@ pub fn build_session(
     // rewritten by `semroute-daemon model fuse-attention` load.
     builder = semroute_kernels::register(builder).map_err(|e| RuntimeError::ort(ctx(), e))?;
     let provider = register_provider(config, &mut builder);
-    let session = builder
-        .commit_from_file(model)
-        .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    let session = {
+        let _one_at_a_time = SESSION_CREATION.lock().unwrap_or_else(|e| e.into_inner());
+        builder
+            .commit_from_file(model)
+            .map_err(|e| RuntimeError::ort(ctx(), e))?
+    };
     Ok((session, provider))
 }
+
+/// Held while a session is created. Creating a session registers its custom op domains
+/// (`com.semroute`) in ONNX Runtime's process-wide schema registry, and two registrations
+/// at once can fail ("the domain is already exist"): engines loaded side by side (tests in
+/// parallel threads, a reload beside a running engine) create their sessions one at a time.
+static SESSION_CREATION: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn register_provider(config: &RuntimeConfig, builder: &mut SessionBuilder) -> ActiveProvider {
     let kind = config.execution_provider;

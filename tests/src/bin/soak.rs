@@ -11,9 +11,11 @@
 //!   --concurrency A,B,.. closed-loop clients of the sustained-load rows (default 1,16,64)
 //! ```
 //!
-//! A request is **lost** when it gets no HTTP answer (connection error), an answer later
-//! than the filter's daemon deadline (`daemon.timeout_ms` of envoy.yaml) plus
-//! [`LATE_SLACK_MS`], or a status its scenario does not allow. Under load and faults the
+//! A request is **lost** when it gets no HTTP answer (connection error), a late answer, or a
+//! status its scenario does not allow. Late: in the daemon-fault rows, after the filter's
+//! daemon deadline (`daemon.timeout_ms` of envoy.yaml) plus [`LATE_SLACK_MS`]; in the
+//! sustained-load rows, where 64 client threads share the two cores with Envoy and the
+//! daemon, after the deadline plus [`HANG_SLACK_MS`] (a hang, not CPU queueing). Under load and faults the
 //! allowed answers are the failure mode's: 200 (classified, or fallen back to the default
 //! model with `x-semroute-fallback`), 403 (a jailbreak blocked), 503 (a request whose text
 //! carries a jailbreak cue while the daemon is unreachable). **Memory** is flat when, after
@@ -33,6 +35,8 @@ use serde_json::{json, Value};
 
 /// Allowed lateness past the filter's daemon deadline, ms.
 const LATE_SLACK_MS: f64 = 100.0;
+/// Allowed lateness past the deadline in the sustained-load rows, ms.
+const HANG_SLACK_MS: f64 = 1000.0;
 /// Largest allowed growth of mean RSS from the first to the last third of a load row.
 const MEMORY_GROWTH: f64 = 1.10;
 /// Largest growth of Envoy's RSS over the whole soak, MiB: a maximal body must not leave the
@@ -624,6 +628,7 @@ fn main() {
         .unwrap_or(8 << 20) as usize;
     let max_depth = config["limits"]["max_depth"].as_u64().unwrap_or(64) as usize;
     let late_ms = timeout_ms + LATE_SLACK_MS;
+    let hang_ms = timeout_ms + HANG_SLACK_MS;
     let failure_mode = config["failure_mode"]
         .as_str()
         .unwrap_or("open")
@@ -658,7 +663,8 @@ fn main() {
         THINK.as_millis(),
     );
     println!(
-        "- lost = no answer, an answer after {late_ms:.0} ms (deadline + {LATE_SLACK_MS:.0} ms), or a status \
+        "- lost = no answer, an answer after {late_ms:.0} ms in a fault row (deadline + {LATE_SLACK_MS:.0} ms) or \
+         after {hang_ms:.0} ms in a load row (deadline + {HANG_SLACK_MS:.0} ms), or a status \
          the scenario does not allow; memory flat = after a fifth of warm-up, the last third's mean RSS within \
          {:.0}% of the first third's (Envoy and daemon)",
         (MEMORY_GROWTH - 1.0) * 100.0
@@ -685,7 +691,7 @@ fn main() {
             &router,
         );
         row.outcomes = outcomes;
-        row.check(&[200], late_ms);
+        row.check(&[200], hang_ms);
         let (ge, gd) = (growth(&samples.envoy), growth(&samples.daemon));
         row.note = format!(
             "RSS growth last/first third: Envoy {}, daemon {}",

@@ -1,6 +1,8 @@
 //! Helpers shared by the filter's integration tests.
 #![allow(dead_code)]
 
+pub mod flow;
+
 use std::path::PathBuf;
 
 use semroute_filter::json_scan::{FeedError, Scanner};

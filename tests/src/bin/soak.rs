@@ -386,6 +386,12 @@ fn post_head(length: usize) -> String {
     )
 }
 
+/// POSTs `body` in pieces of `piece` bytes, `pace` apart, on a fresh connection.
+fn send_in_pieces(port: u16, body: &[u8], piece: usize, pace: Duration) -> (u16, Vec<u8>, f64) {
+    let pieces: Vec<Vec<u8>> = body.chunks(piece.max(1)).map(<[u8]>::to_vec).collect();
+    raw_exchange(port, &post_head(body.len()), &pieces, pace, None)
+}
+
 /// The filter's own callback time (`filter;dur=`) the upstream echoes, ms.
 fn filter_ms(body: &[u8]) -> Option<f64> {
     let start = body.iter().position(|&b| b == b'{')?;
@@ -469,10 +475,7 @@ fn hostile_rows(router: &Router, args: &Args, max_body: usize, max_depth: usize)
         router,
         &format!("{} one sentence, no punctuation", mib(body.len())),
         &[200],
-        |port| {
-            let pieces: Vec<Vec<u8>> = body.chunks(64 * 1024).map(<[u8]>::to_vec).collect();
-            raw_exchange(port, &post_head(body.len()), &pieces, Duration::ZERO, None)
-        },
+        |port| send_in_pieces(port, &body, 64 * 1024, Duration::ZERO),
     ));
 
     let messages: Vec<Value> = (0..100_000)
@@ -480,13 +483,7 @@ fn hostile_rows(router: &Router, args: &Args, max_body: usize, max_depth: usize)
         .collect();
     let body = json_body(&json!({"model": "auto", "messages": messages}));
     rows.push(hostile(router, "100,000 tiny messages", &[200], |port| {
-        raw_exchange(
-            port,
-            &post_head(body.len()),
-            std::slice::from_ref(&body),
-            Duration::ZERO,
-            None,
-        )
+        send_in_pieces(port, &body, body.len(), Duration::ZERO)
     }));
 
     // The root object is one level; the nested arrays fill the rest up to the limit.
@@ -502,15 +499,7 @@ fn hostile_rows(router: &Router, args: &Args, max_body: usize, max_depth: usize)
         router,
         &format!("nesting at the limit ({max_depth})"),
         &[200, 400],
-        |port| {
-            raw_exchange(
-                port,
-                &post_head(body.len()),
-                std::slice::from_ref(&body),
-                Duration::ZERO,
-                None,
-            )
-        },
+        |port| send_in_pieces(port, &body, body.len(), Duration::ZERO),
     ));
 
     // Obfuscation-shaped text: blocking it as a jailbreak (403) is an answer too.
@@ -521,34 +510,16 @@ fn hostile_rows(router: &Router, args: &Args, max_body: usize, max_depth: usize)
         router,
         &format!("{} of combining and zero-width characters", mib(body.len())),
         &[200, 403],
-        |port| {
-            raw_exchange(
-                port,
-                &post_head(body.len()),
-                std::slice::from_ref(&body),
-                Duration::ZERO,
-                None,
-            )
-        },
+        |port| send_in_pieces(port, &body, body.len(), Duration::ZERO),
     ));
 
     // Invalid UTF-8 (a truncated sequence, a lone 0xFF) in 7-byte chunks.
-    let mut body = b"{\"model\": \"auto\", \"messages\": [{\"role\": \"user\", \"content\": \"price \xE2\x82 and \xFF here\"}]}".to_vec();
-    body.extend_from_slice(b"");
+    let body = b"{\"model\": \"auto\", \"messages\": [{\"role\": \"user\", \"content\": \"price \xE2\x82 and \xFF here\"}]}".to_vec();
     rows.push(hostile(
         router,
         "invalid UTF-8, 7-byte chunks",
         &[400],
-        |port| {
-            let pieces: Vec<Vec<u8>> = body.chunks(7).map(<[u8]>::to_vec).collect();
-            raw_exchange(
-                port,
-                &post_head(body.len()),
-                &pieces,
-                Duration::from_millis(2),
-                None,
-            )
-        },
+        |port| send_in_pieces(port, &body, 7, Duration::from_millis(2)),
     ));
 
     let body = json_body(

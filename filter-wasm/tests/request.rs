@@ -18,14 +18,7 @@ fn extract(
 ) -> Result<(Extracted, String), FeedError<ExtractError>> {
     let mut scanner = Scanner::new(64);
     let mut ex = Extractor::new(api, &CompressionConfig::default(), 1 << 20);
-    let mut cuts: Vec<usize> = splits
-        .iter()
-        .copied()
-        .filter(|&s| s > 0 && s < body.len())
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    cuts.push(body.len());
+    let cuts = common::cut_points(splits, body.len());
     let mut prev = 0;
     for c in cuts {
         scanner.feed(&body[prev..c], &mut ex)?;

@@ -110,14 +110,7 @@ pub fn run_split_bounded(
     ));
     let mut h = MockHost::new("POST", path, &[]);
     f.on_request_headers(&mut h, false);
-    let mut cuts: Vec<usize> = splits
-        .iter()
-        .copied()
-        .filter(|&c| c > 0 && c < body.len())
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    cuts.push(body.len());
+    let cuts = super::cut_points(splits, body.len());
     let mut prev = 0;
     for c in cuts {
         h.body.extend_from_slice(&body[prev..c]);

@@ -9,20 +9,27 @@ use semroute_filter::json_scan::{FeedError, Scanner};
 pub use semroute_filter::testing::{Ev, Recorder};
 use serde_json::Value;
 
+/// The ends of the pieces of a `len`-byte body cut at `splits` (any order; cuts outside
+/// `1..len` and repeats ignored), the last one `len`.
+pub fn cut_points(splits: &[usize], len: usize) -> Vec<usize> {
+    let mut cuts: Vec<usize> = splits
+        .iter()
+        .copied()
+        .filter(|&s| s > 0 && s < len)
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    cuts.push(len);
+    cuts
+}
+
 /// Scans `body` split at `splits` (sorted offsets); returns the events or the
 /// syntax error.
 pub fn scan_split(body: &[u8], splits: &[usize], max_depth: usize) -> Result<Vec<Ev>, String> {
     let mut scanner = Scanner::new(max_depth);
     let mut rec = Recorder::default();
     let mut prev = 0;
-    let mut cuts: Vec<usize> = splits
-        .iter()
-        .copied()
-        .filter(|&s| s > 0 && s < body.len())
-        .collect();
-    cuts.sort_unstable();
-    cuts.dedup();
-    cuts.push(body.len());
+    let cuts = cut_points(splits, body.len());
     for cut in cuts {
         scanner.feed(&body[prev..cut], &mut rec).map_err(err)?;
         prev = cut;

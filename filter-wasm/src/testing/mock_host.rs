@@ -15,22 +15,35 @@ use crate::filter::{Host, HostError};
 /// Status, headers and body of a local reply.
 pub type LocalReply = (u16, Vec<(String, String)>, Vec<u8>);
 
+/// One HTTP stream's host side; tests set the inputs and read what the filter did.
 #[derive(Default)]
 pub struct MockHost {
+    /// Request headers, pseudo-headers included, in order.
     pub headers: Vec<(String, String)>,
+    /// Headers the filter set on the response.
     pub response_headers: Vec<(String, String)>,
+    /// The buffered request body (tests append chunks before each body callback).
     pub body: Vec<u8>,
+    /// Every `(start, end)` range of the body the filter read.
     pub reads: RefCell<Vec<(usize, usize)>>,
+    /// `Classify` calls: cluster, decoded request, timeout.
     pub calls: Vec<(String, ClassifyRequest, Duration)>,
+    /// When set, `dispatch_classify` fails as a refused `grpc_call`.
     pub dispatch_fails: bool,
+    /// The gRPC reply body handed to the filter.
     pub reply: Option<Vec<u8>>,
+    /// The local reply the filter sent, if any (at most one).
     pub sent: Option<LocalReply>,
+    /// How many times the request was resumed.
     pub resumed: u32,
+    /// The fake clock, µs; each reading advances it by 100.
     pub now: Cell<u64>,
+    /// The gRPC status message of a failed call.
     pub grpc_message: Option<String>,
 }
 
 impl MockHost {
+    /// A stream whose request has `method`, `path` and the `extra` headers.
     pub fn new(method: &str, path: &str, extra: &[(&str, &str)]) -> Self {
         let mut h = MockHost::default();
         h.headers.push((":method".into(), method.into()));
@@ -40,21 +53,26 @@ impl MockHost {
         }
         h
     }
+    /// Bytes buffered so far, bytes.
     pub fn body_len(&self) -> usize {
         self.body.len()
     }
+    /// A request header's value.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
+    /// The request body as JSON. Panics when it is not JSON.
     pub fn body_json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("body is JSON")
     }
+    /// The status of the local reply, if one was sent.
     pub fn sent_status(&self) -> Option<u16> {
         self.sent.as_ref().map(|s| s.0)
     }
+    /// The local reply's body as JSON. Panics without a JSON local reply.
     pub fn sent_json(&self) -> Value {
         serde_json::from_slice(&self.sent.as_ref().expect("a local reply").2).expect("reply JSON")
     }

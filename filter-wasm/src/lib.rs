@@ -38,7 +38,7 @@ pub mod policy;
 pub mod prompt;
 pub mod request;
 pub mod request_path;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 #[allow(
     clippy::unwrap_used,
     clippy::expect_used,

@@ -338,7 +338,6 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
 #[cfg(test)]
 mod tests {
     use super::*;
-    use semroute_proto::v1::{DomainResult, JailbreakResult, PiiEntity, PiiResult};
 
     fn config(extra: &str) -> FilterConfig {
         let json = format!(
@@ -352,28 +351,7 @@ mod tests {
     }
 
     fn reply(label: &str, conf: f32, jb: f32, pii: &[&str]) -> ClassifyResponse {
-        ClassifyResponse {
-            domain: Some(DomainResult {
-                label: label.into(),
-                confidence: conf,
-                distribution: vec![],
-            }),
-            jailbreak: Some(JailbreakResult {
-                score: jb,
-                ..Default::default()
-            }),
-            pii: Some(PiiResult {
-                entities: pii
-                    .iter()
-                    .map(|t| PiiEntity {
-                        r#type: (*t).into(),
-                        score: 0.9,
-                        ..Default::default()
-                    })
-                    .collect(),
-            }),
-            ..Default::default()
-        }
+        crate::testing::classify_reply(label, conf, jb, pii, 0.9)
     }
 
     const AUTO: RequestFacts<'static> = RequestFacts {

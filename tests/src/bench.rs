@@ -371,6 +371,14 @@ pub fn instant_reply(request_id: String, input_tokens: u32) -> ClassifyResponse 
     }
 }
 
+/// The `name;dur=X` entry of an `x-semroute-timing` value (`name;dur=X, ...`), ms.
+pub fn timing(value: &str, name: &str) -> Option<f64> {
+    value.split(',').find_map(|p| {
+        let (n, d) = p.trim().split_once(";dur=")?;
+        (n == name).then(|| d.parse().ok()).flatten()
+    })
+}
+
 /// The `q`-quantile (nearest rank) of `v`; NaN when `v` is empty.
 pub fn quantile(v: &[f64], q: f64) -> f64 {
     let mut s = v.to_vec();

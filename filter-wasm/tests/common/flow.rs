@@ -1,18 +1,16 @@
 //! Helpers of the filter's request-flow tests (`flow_*.rs`): the filter under a test
 //! configuration, a daemon reply, and bodies delivered in chunks as Envoy does.
 
-use semroute_filter::config::FilterConfig;
-use semroute_filter::filter::{Action, HttpFilter};
-use semroute_filter::prompt::TokenCalibration;
-use semroute_filter::testing::MockHost;
-use semroute_proto::v1::{
-    ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, PiiEntity, PiiResult,
-};
-use serde_json::{json, Value};
 use std::cell::Cell;
 use std::rc::Rc;
 
 use prost::Message;
+use semroute_filter::config::FilterConfig;
+use semroute_filter::filter::{Action, HttpFilter};
+use semroute_filter::prompt::TokenCalibration;
+use semroute_filter::testing::{classify_reply, MockHost};
+use semroute_proto::v1::{ClassifyRequest, ClassifyResponse};
+use serde_json::{json, Value};
 
 pub const CONFIG: &str = r#"{
   "default_model": "general-model",
@@ -36,27 +34,8 @@ pub fn filter(extra: &str) -> HttpFilter {
 
 pub fn reply(label: &str, jailbreak: f32, pii: &[&str]) -> Vec<u8> {
     ClassifyResponse {
-        domain: Some(DomainResult {
-            label: label.into(),
-            confidence: 0.9,
-            distribution: vec![],
-        }),
-        jailbreak: Some(JailbreakResult {
-            score: jailbreak,
-            ..Default::default()
-        }),
-        pii: Some(PiiResult {
-            entities: pii
-                .iter()
-                .map(|t| PiiEntity {
-                    r#type: (*t).into(),
-                    score: 0.99,
-                    ..Default::default()
-                })
-                .collect(),
-        }),
         input_tokens: 12,
-        ..Default::default()
+        ..classify_reply(label, 0.9, jailbreak, pii, 0.99)
     }
     .encode_to_vec()
 }

@@ -45,7 +45,9 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use prost::Message;
-use semroute_e2e::bench::{history_body, instant_reply, last_turn_body, quantile, size_name};
+use semroute_e2e::bench::{
+    history_body, instant_reply, last_turn_body, quantile, size_name, timing,
+};
 use semroute_e2e::default_filter_config;
 use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::config::FilterConfig;
@@ -288,13 +290,7 @@ fn run_filter(
     );
     let compress_ms = host
         .request_header("x-semroute-timing")
-        .and_then(|t| {
-            t.split(',').find_map(|p| {
-                p.trim()
-                    .strip_prefix("compress;dur=")
-                    .and_then(|v| v.parse::<f64>().ok())
-            })
-        })
+        .and_then(|t| timing(&t, "compress"))
         .unwrap_or(f64::NAN);
     (micros(to_dispatch), micros(cpu), compress_ms * 1000.0)
 }

@@ -68,7 +68,7 @@ use std::time::{Duration, Instant};
 
 use semroute_e2e::bench::{
     bench_eval_dir, chat_body, history_body, instant_reply, last_turn_body, quantile, size_name,
-    Prose, ProsePrompts, QUESTION,
+    timing, Prose, ProsePrompts, QUESTION,
 };
 use semroute_e2e::http_client::{Answer, Conn, PACE_CHUNK};
 use semroute_e2e::{default_filter_config, target_dir, Router, RouterOptions};
@@ -249,14 +249,6 @@ fn bench_filter_config() -> Value {
     let mut c = default_filter_config().unwrap_or_else(|e| die(&e));
     c["daemon"]["timeout_ms"] = json!(10_000);
     c
-}
-
-/// The `name;dur=X` entries of an `x-semroute-timing` value, in ms.
-fn timing(value: &str, name: &str) -> Option<f64> {
-    value.split(',').find_map(|p| {
-        let (n, d) = p.trim().split_once(";dur=")?;
-        (n == name).then(|| d.parse().ok()).flatten()
-    })
 }
 
 /// The `x-semroute-timing` header the upstream received (echoed in its

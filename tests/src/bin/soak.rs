@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use semroute_e2e::bench::{chat_body, quantile, Prose, QUESTION};
+use semroute_e2e::bench::{chat_body, quantile, timing, Prose, QUESTION};
 use semroute_e2e::http_client::Conn;
 use semroute_e2e::{default_filter_config, proc_status_kib, workspace_root, Router, RouterOptions};
 use serde_json::{json, Value};
@@ -396,11 +396,10 @@ fn send_in_pieces(port: u16, body: &[u8], piece: usize, pace: Duration) -> (u16,
 fn filter_ms(body: &[u8]) -> Option<f64> {
     let start = body.iter().position(|&b| b == b'{')?;
     let v: Value = serde_json::from_slice(&body[start..]).ok()?;
-    let timing = v["semroute"]["headers"]["x-semroute-timing"].as_str()?;
-    timing.split(',').find_map(|p| {
-        let (n, d) = p.trim().split_once(";dur=")?;
-        (n == "filter").then(|| d.parse().ok()).flatten()
-    })
+    timing(
+        v["semroute"]["headers"]["x-semroute-timing"].as_str()?,
+        "filter",
+    )
 }
 
 /// An ordinary request after a hostile one: served, and classified.

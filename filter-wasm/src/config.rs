@@ -141,6 +141,10 @@ pub struct Decision {
     /// `pii.allow` when present.
     #[serde(default)]
     pub pii_allow: Option<Vec<String>>,
+    /// PII entity types masked for requests routed by this rule; overrides `pii.mask`
+    /// when present.
+    #[serde(default)]
+    pub pii_mask: Option<Vec<String>>,
 }
 
 /// What to do with a detected jailbreak.
@@ -210,6 +214,16 @@ pub struct PiiPolicy {
     pub action: PiiAction,
     /// Model for [`PiiAction::Route`].
     pub route_model: Option<String>,
+    /// Entity types replaced by placeholders (`<EMAIL_ADDRESS_1>`) in the body sent
+    /// upstream instead of being blocked or routed (case-insensitive); see
+    /// [`crate::pii_mask`].
+    pub mask: Vec<String>,
+    /// Put the masked values back into the upstream's answer (JSON or SSE); see
+    /// [`crate::pii_restore`]. Default true.
+    pub restore: bool,
+    /// Largest answer restored, bytes: a JSON answer (or one SSE event) past it is
+    /// passed through unrestored, never truncated. Default 8 MiB.
+    pub max_restore_bytes: u64,
 }
 
 impl Default for PiiPolicy {
@@ -220,6 +234,9 @@ impl Default for PiiPolicy {
             min_score: 0.5,
             action: PiiAction::Block,
             route_model: None,
+            mask: Vec::new(),
+            restore: true,
+            max_restore_bytes: 8 * 1024 * 1024,
         }
     }
 }
@@ -447,6 +464,17 @@ impl FilterConfig {
             }
         }
         Ok(())
+    }
+
+    /// True when some request may have PII masked (`pii.mask` or a decision's
+    /// `pii_mask` is not empty, and the PII signal is enabled).
+    pub fn may_mask(&self) -> bool {
+        self.pii.enabled
+            && (!self.pii.mask.is_empty()
+                || self
+                    .decisions
+                    .iter()
+                    .any(|d| d.pii_mask.as_ref().is_some_and(|m| !m.is_empty())))
     }
 
     /// True when `model` asks the router to choose.

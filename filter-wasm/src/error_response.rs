@@ -70,6 +70,17 @@ impl ErrorResponse {
         }
     }
 
+    /// 503: the PII policy asks for values to be masked and the body could not be
+    /// rewritten; the request is not forwarded with the values in it.
+    pub fn mask_failed() -> Self {
+        ErrorResponse {
+            status: 503,
+            message: "the semantic router could not mask personal data in this request".into(),
+            error_type: "server_error",
+            code: "pii_mask_failed",
+        }
+    }
+
     /// The JSON body.
     pub fn body(&self) -> Vec<u8> {
         let body = Body {

@@ -16,7 +16,11 @@
 //!    while the rest of the body may still be arriving.
 //! 4. the reply (or failure) becomes a [`Verdict`]. A rejection is answered at
 //!    once; a route is applied once the body is complete: route headers,
-//!    `model` spliced into the body, `content-length` corrected, resume.
+//!    `model` spliced into the body, `content-length` corrected, resume. When the route
+//!    masks PII types, the values the daemon found are replaced by placeholders in the
+//!    whole body ([`crate::pii_mask`]) and `x-semroute-pii-masked` counts them.
+//! 5. response: the route's headers; with masked values, the placeholders in the answer
+//!    are restored ([`crate::response_restore`]).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -31,10 +35,17 @@ use crate::compression::SCORED_ALONE;
 use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
+use crate::json_strings::splice;
+use crate::pii_mask::MaskTable;
+use crate::pii_restore::Restorer;
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
 use crate::prompt::{reduction, text_spans, TokenCalibration};
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
 use crate::request_path;
+use crate::response_restore::ResponseRestore;
+
+/// Prefix of the per-type counters of masked values (`semroute.pii_masked.EMAIL_ADDRESS`).
+pub const MASKED_COUNTER_PREFIX: &str = "semroute.pii_masked.";
 
 /// What the host should do with the stream after a callback.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +78,21 @@ pub trait Host {
     fn remove_request_header(&mut self, name: &str);
     /// Sets (replaces) a response header.
     fn set_response_header(&mut self, name: &str, value: &str);
+    /// A response header value.
+    fn response_header(&self, name: &str) -> Option<String>;
+    /// Removes a response header.
+    fn remove_response_header(&mut self, name: &str);
+    /// Up to `len` bytes of the buffered response body from `start`.
+    fn response_body(&self, start: usize, len: usize) -> Option<Vec<u8>>;
+    /// Replaces `len` bytes of the buffered response body from `start` with `bytes`.
+    fn set_response_body(
+        &mut self,
+        start: usize,
+        len: usize,
+        bytes: &[u8],
+    ) -> Result<(), HostError>;
+    /// Adds `by` to the counter `name` (created on first use).
+    fn increment_counter(&mut self, name: &str, by: u64);
     /// Up to `len` bytes of the buffered request body from `start`.
     fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>>;
     /// Replaces the first `drain` bytes of the buffered request body with
@@ -159,6 +185,14 @@ pub struct HttpFilter {
     call: Call,
     verdict: Option<Verdict>,
     applied: Option<Route>,
+    /// The text and scan text sent to the daemon, kept (only when some request may be
+    /// masked) to read the values of the PII entities it reports.
+    sent_text: String,
+    sent_scan_text: String,
+    /// Values to mask in the body, from the daemon's reply.
+    mask: MaskTable,
+    /// Restore of the masked values in the answer.
+    restore: Option<ResponseRestore>,
 }
 
 /// True when `v` can be sent as a header value: 1..=256 visible ASCII
@@ -211,6 +245,10 @@ impl HttpFilter {
             call: Call::NotYet,
             verdict: None,
             applied: None,
+            sent_text: String::new(),
+            sent_scan_text: String::new(),
+            mask: MaskTable::default(),
+            restore: None,
         }
     }
 
@@ -527,6 +565,10 @@ impl HttpFilter {
             self.verdict = Some(policy::without_classification(&self.config, facts, None));
             return;
         }
+        if self.config.may_mask() {
+            self.sent_text = text.clone();
+            self.sent_scan_text = scan_text.clone();
+        }
         let request = ClassifyRequest {
             request_id: self.request_id.clone(),
             text: text.into_bytes(),
@@ -634,7 +676,17 @@ impl HttpFilter {
                     let mut c = self.calibration.get();
                     c.observe(self.sent_tokens_raw, reply.input_tokens);
                     self.calibration.set(c);
-                    policy::decide(&self.config, facts, &reply)
+                    let verdict = policy::decide(&self.config, facts, &reply);
+                    if let (Verdict::Route(route), Some(pii)) = (&verdict, &reply.pii) {
+                        self.mask = MaskTable::from_entities(
+                            &pii.entities,
+                            &self.sent_text,
+                            &self.sent_scan_text,
+                            &route.mask,
+                            self.config.pii.min_score,
+                        );
+                    }
+                    verdict
                 }
                 Err(e) => {
                     log::warn!("semroute: undecodable Classify reply: {e}");
@@ -646,6 +698,8 @@ impl HttpFilter {
                 }
             }
         };
+        self.sent_text = String::new();
+        self.sent_scan_text = String::new();
         self.verdict = Some(verdict);
         if self.progress(host, false) == Action::Continue {
             host.resume_request();
@@ -663,14 +717,17 @@ impl HttpFilter {
                     self.verdict = Some(Verdict::Route(route));
                     return Action::Pause;
                 }
-                self.apply(host, route);
+                if !self.apply(host, route) {
+                    return Action::Pause;
+                }
                 self.phase = Phase::Forwarded;
                 Action::Continue
             }
         }
     }
 
-    fn apply<H: Host>(&mut self, host: &mut H, mut route: Route) {
+    /// Applies a route to the request; false when a local reply was sent instead.
+    fn apply<H: Host>(&mut self, host: &mut H, mut route: Route) -> bool {
         let cfg = Rc::clone(&self.config);
         // Values from the body or the daemon become header values only when
         // they are safe as such (no CR/LF or other control bytes).
@@ -687,7 +744,20 @@ impl HttpFilter {
         {
             route.category = None;
         }
-        if let (true, Some(model)) = (route.rewrite_body, route.model.as_deref()) {
+        let model = route.model.as_deref().filter(|_| route.rewrite_body);
+        if !self.mask.is_empty() {
+            match self.rewrite_masked(host, model) {
+                Ok(masked) => {
+                    host.set_request_header(&cfg.header("pii-masked"), &masked.to_string());
+                }
+                Err(e) => {
+                    // The body cannot go upstream with the values in it.
+                    log::warn!("semroute: cannot mask the body: {e}");
+                    self.reply(host, &ErrorResponse::mask_failed(), "pii-mask-failed");
+                    return false;
+                }
+            }
+        } else if let Some(model) = model {
             if let Err(e) = self.rewrite_model(host, model) {
                 log::warn!("semroute: cannot rewrite the body's model: {e}");
                 route.fallback = route.fallback.or(Some(FallbackReason::Error));
@@ -709,6 +779,7 @@ impl HttpFilter {
         }
         host.set_request_header(&cfg.header("timing"), &self.timing(host.now_us()));
         self.applied = Some(route);
+        true
     }
 
     /// `x-semroute-timing`: Server-Timing style durations in milliseconds.
@@ -743,6 +814,70 @@ impl HttpFilter {
             ms(now_us.saturating_sub(self.started_us))
         ));
         parts.join(", ")
+    }
+
+    /// Rewrites the whole body: `model` (when given) spliced in and every value of the
+    /// mask replaced by its placeholder; sets up the restore of the answer. Returns the
+    /// number of values replaced.
+    fn rewrite_masked<H: Host>(
+        &mut self,
+        host: &mut H,
+        model: Option<&str>,
+    ) -> Result<u32, RewriteError> {
+        let body = host
+            .request_body(0, self.scanned)
+            .ok_or(RewriteError::Read)?;
+        if body.len() != self.scanned {
+            return Err(RewriteError::Read);
+        }
+        let model_span = match self
+            .extractor
+            .as_ref()
+            .and_then(|e| e.extracted().model.clone())
+        {
+            Some(ModelValue::String {
+                name,
+                raw_start,
+                raw_end,
+            }) => {
+                let start = usize::try_from(raw_start).map_err(|_| RewriteError::Span)?;
+                let end = usize::try_from(raw_end).map_err(|_| RewriteError::Span)?;
+                if end < start + 2 || end > body.len() {
+                    return Err(RewriteError::Span);
+                }
+                Some((start..end, name))
+            }
+            _ => None,
+        };
+        let keep = model_span.as_ref().map(|(r, _)| r.start + 1..r.end - 1);
+        let masked = self.mask.edits(&body, keep).ok_or(RewriteError::Span)?;
+        let mut edits = masked.edits;
+        if let (Some(model), Some((span, name))) = (model, model_span) {
+            if name.as_deref() != Some(model) {
+                let encoded = serde_json::to_string(model).map_err(|_| RewriteError::Encode)?;
+                edits.push((span, encoded.into_bytes()));
+                edits.sort_by_key(|(r, _)| r.start);
+            }
+        }
+        let new_body = splice(&body, &edits).ok_or(RewriteError::Span)?;
+        host.replace_body_prefix(body.len(), &new_body)?;
+        if self.content_length.is_some() {
+            host.set_request_header("content-length", &new_body.len().to_string());
+        }
+        for (kind, n) in &masked.per_kind {
+            host.increment_counter(&format!("{MASKED_COUNTER_PREFIX}{kind}"), u64::from(*n));
+        }
+        let mask = std::mem::take(&mut self.mask);
+        if self.config.pii.restore && !masked.per_kind.is_empty() {
+            let pairs = mask
+                .entries()
+                .iter()
+                .map(|e| (e.placeholder.clone(), e.value.clone()))
+                .collect();
+            let limit = usize::try_from(self.config.pii.max_restore_bytes).unwrap_or(usize::MAX);
+            self.restore = Some(ResponseRestore::new(Restorer::new(pairs), limit));
+        }
+        Ok(masked.per_kind.iter().map(|(_, n)| n).sum())
     }
 
     fn rewrite_model<H: Host>(&mut self, host: &mut H, model: &str) -> Result<(), RewriteError> {
@@ -797,7 +932,31 @@ impl HttpFilter {
                 host.set_response_header(&self.config.header("fallback"), reason.as_str());
             }
         }
+        if let Some(r) = self.restore.as_mut() {
+            r.on_headers(host);
+        }
         Action::Continue
+    }
+
+    /// A response body chunk arrived (`body_size`: the buffered response body's size):
+    /// placeholders of masked values are restored.
+    pub fn on_response_body<H: Host>(
+        &mut self,
+        host: &mut H,
+        body_size: usize,
+        end_of_stream: bool,
+    ) -> Action {
+        match self.restore.as_mut() {
+            Some(r) => {
+                let action = r.on_body(host, body_size, end_of_stream);
+                if end_of_stream {
+                    // The values live no longer than the stream needs them.
+                    self.restore = None;
+                }
+                action
+            }
+            None => Action::Continue,
+        }
     }
 }
 

@@ -2,6 +2,11 @@
 //!
 //! All logic lives in plain modules tested natively:
 //! - [`json_scan`]: incremental, resumable JSON scanner with byte offsets;
+//! - [`json_strings`]: string values of a whole JSON text, decoded with raw offsets, for
+//!   in-place rewrites;
+//! - [`pii_mask`] and [`pii_restore`]: PII placeholders in request bodies, and the values
+//!   put back in JSON and streamed (SSE) answers ([`response_restore`] drives the latter
+//!   from the response callbacks);
 //! - [`request`]: OpenAI request extraction (model, stream, prompt, scan text);
 //! - [`config`]: the validated filter configuration;
 //! - [`policy`]: routing, jailbreak and PII decisions;
@@ -34,10 +39,14 @@ pub mod error_response;
 pub mod filter;
 pub mod header_map;
 pub mod json_scan;
+pub mod json_strings;
+pub mod pii_mask;
+pub mod pii_restore;
 pub mod policy;
 pub mod prompt;
 pub mod request;
 pub mod request_path;
+pub mod response_restore;
 #[cfg(any(test, feature = "testing"))]
 #[allow(
     clippy::unwrap_used,

@@ -4,7 +4,9 @@
 //! Order: the jailbreak policy first (a block ends evaluation), then the
 //! routing decision (auto requests only: the first matching rule, else the
 //! default model; other requests keep the model they named), then the PII
-//! policy with the allow-list of the chosen rule (or the global one).
+//! policy with the allow and mask lists of the chosen rule (or the global ones):
+//! a type on either list does not block or re-route, and masked types go upstream as
+//! placeholders ([`Route::mask`]).
 
 use semroute_proto::signal;
 use semroute_proto::v1::ClassifyResponse;
@@ -77,6 +79,9 @@ pub struct Route {
     pub jailbreak_mark: Option<f32>,
     /// Why the daemon's answer was not used.
     pub fallback: Option<FallbackReason>,
+    /// PII entity types to mask in the body sent upstream (`pii.mask`, or the chosen
+    /// rule's `pii_mask`); empty without a daemon reply.
+    pub mask: Vec<String>,
 }
 
 /// The outcome for one request.
@@ -166,6 +171,7 @@ pub fn without_classification(
         category: None,
         jailbreak_mark: None,
         fallback,
+        mask: Vec::new(),
     })
 }
 
@@ -266,6 +272,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
         .filter(|d| !d.label.is_empty())
         .map(|d| (d.label.clone(), d.confidence));
     let mut allow = &config.pii.allow;
+    let mut mask = &config.pii.mask;
     let mut route = if facts.auto {
         match config
             .decisions
@@ -276,6 +283,9 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                 if let Some(a) = &d.pii_allow {
                     allow = a;
                 }
+                if let Some(m) = &d.pii_mask {
+                    mask = m;
+                }
                 Route {
                     model: Some(d.model.clone()),
                     rewrite_body: true,
@@ -283,6 +293,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                     category,
                     jailbreak_mark,
                     fallback: None,
+                    mask: Vec::new(),
                 }
             }
             None => Route {
@@ -292,6 +303,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                 category,
                 jailbreak_mark,
                 fallback: None,
+                mask: Vec::new(),
             },
         }
     } else {
@@ -302,12 +314,20 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
             category,
             jailbreak_mark,
             fallback: None,
+            mask: Vec::new(),
         }
     };
     if config.pii.enabled {
+        // Masked types leave the request without their values: they are not denied.
+        route.mask = mask.clone();
         let denied: Vec<&str> = pii
             .iter()
-            .filter(|t| !allow.iter().any(|a| a.eq_ignore_ascii_case(t)))
+            .filter(|t| {
+                !allow
+                    .iter()
+                    .chain(mask.iter())
+                    .any(|a| a.eq_ignore_ascii_case(t))
+            })
             .map(String::as_str)
             .collect();
         if !denied.is_empty() {

@@ -32,12 +32,14 @@ const BACKLOG_TICK: Duration = Duration::from_millis(1);
 
 // proxy-wasm ABI constants.
 const BUFFER_HTTP_REQUEST_BODY: u32 = 0;
+const BUFFER_HTTP_RESPONSE_BODY: u32 = 1;
 const BUFFER_GRPC_RECEIVE: u32 = 5;
 const MAP_HTTP_REQUEST_HEADERS: u32 = 0;
 const MAP_HTTP_RESPONSE_HEADERS: u32 = 2;
 const STREAM_HTTP_REQUEST: u32 = 0;
 const STATUS_OK: u32 = 0;
 const STATUS_NOT_FOUND: u32 = 1;
+const METRIC_COUNTER: u32 = 0;
 
 #[link(wasm_import_module = "env")]
 extern "C" {
@@ -91,6 +93,31 @@ extern "C" {
         return_map_data: *mut *mut u8,
         return_map_size: *mut usize,
     ) -> u32;
+    fn proxy_define_metric(
+        metric_type: u32,
+        name_data: *const u8,
+        name_size: usize,
+        return_id: *mut u32,
+    ) -> u32;
+    fn proxy_increment_metric(metric_id: u32, offset: i64) -> u32;
+}
+
+thread_local! {
+    /// Ids of the counters defined so far on this worker, by name.
+    static COUNTERS: RefCell<HashMap<String, u32>> = RefCell::new(HashMap::new());
+}
+
+/// The id of counter `name`, defined on first use.
+fn counter_id(name: &str) -> Result<u32, HostError> {
+    if let Some(id) = COUNTERS.with(|c| c.borrow().get(name).copied()) {
+        return Ok(id);
+    }
+    let mut id = 0u32;
+    // SAFETY: pointer and length describe a live slice, `id` a live u32, for the call.
+    let s = unsafe { proxy_define_metric(METRIC_COUNTER, name.as_ptr(), name.len(), &mut id) };
+    check("define_metric", s)?;
+    COUNTERS.with(|c| c.borrow_mut().insert(name.to_string(), id));
+    Ok(id)
 }
 
 /// Takes ownership of a buffer the host allocated in this module (`proxy_on_memory_allocate`,
@@ -423,6 +450,62 @@ impl Host for WasmHost {
         log_err(set_header(MAP_HTTP_RESPONSE_HEADERS, name, value));
     }
 
+    fn response_header(&self, name: &str) -> Option<String> {
+        match get_header_bytes(MAP_HTTP_RESPONSE_HEADERS, name) {
+            Ok(v) => v.map(|b| String::from_utf8_lossy(&b).into_owned()),
+            Err(s) => {
+                log::warn!("semroute: reading response header {name} failed with status {s}");
+                None
+            }
+        }
+    }
+
+    fn remove_response_header(&mut self, name: &str) {
+        // SAFETY: pointer and length describe a live slice for the call.
+        let s = unsafe {
+            proxy_remove_header_map_value(MAP_HTTP_RESPONSE_HEADERS, name.as_ptr(), name.len())
+        };
+        log_err(check("remove_header_map_value", s));
+    }
+
+    fn response_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        match get_buffer(BUFFER_HTTP_RESPONSE_BODY, start, len) {
+            Ok(b) => b,
+            Err(s) => {
+                log::warn!("semroute: reading the response body failed with status {s}");
+                None
+            }
+        }
+    }
+
+    fn set_response_body(
+        &mut self,
+        start: usize,
+        len: usize,
+        bytes: &[u8],
+    ) -> Result<(), HostError> {
+        // SAFETY: pointer and length describe a live slice for the call.
+        let s = unsafe {
+            proxy_set_buffer_bytes(
+                BUFFER_HTTP_RESPONSE_BODY,
+                start,
+                len,
+                bytes.as_ptr(),
+                bytes.len(),
+            )
+        };
+        check("set_buffer_bytes", s)
+    }
+
+    fn increment_counter(&mut self, name: &str, by: u64) {
+        let result = counter_id(name).and_then(|id| {
+            // SAFETY: no pointers involved.
+            let s = unsafe { proxy_increment_metric(id, i64::try_from(by).unwrap_or(i64::MAX)) };
+            check("increment_metric", s)
+        });
+        log_err(result);
+    }
+
     fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
         match get_buffer(BUFFER_HTTP_REQUEST_BODY, start, len) {
             Ok(b) => b,
@@ -555,6 +638,11 @@ impl HttpContext for SemrouteHttp {
         _end_of_stream: bool,
     ) -> WasmAction {
         self.with_filter(|f| f.on_response_headers(&mut WasmHost::default()))
+            .map_or(WasmAction::Continue, to_wasm)
+    }
+
+    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> WasmAction {
+        self.with_filter(|f| f.on_response_body(&mut WasmHost::default(), body_size, end_of_stream))
             .map_or(WasmAction::Continue, to_wasm)
     }
 }

@@ -20,8 +20,13 @@ pub type LocalReply = (u16, Vec<(String, String)>, Vec<u8>);
 pub struct MockHost {
     /// Request headers, pseudo-headers included, in order.
     pub headers: Vec<(String, String)>,
-    /// Headers the filter set on the response.
+    /// Response headers: the upstream's (tests set them) and those the filter set.
     pub response_headers: Vec<(String, String)>,
+    /// The buffered response body (tests put each chunk, or the chunks held so far, here
+    /// before each response body callback).
+    pub response_body: Vec<u8>,
+    /// Counters the filter incremented.
+    pub counters: Vec<(String, u64)>,
     /// The buffered request body (tests append chunks before each body callback).
     pub body: Vec<u8>,
     /// Every `(start, end)` range of the body the filter read.
@@ -68,6 +73,13 @@ impl MockHost {
     pub fn body_json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("body is JSON")
     }
+    /// A response header's value.
+    pub fn response_header_value(&self, name: &str) -> Option<&str> {
+        self.response_headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
     /// The status of the local reply, if one was sent.
     pub fn sent_status(&self) -> Option<u16> {
         self.sent.as_ref().map(|s| s.0)
@@ -93,7 +105,37 @@ impl Host for MockHost {
         self.headers.retain(|(k, _)| k != name);
     }
     fn set_response_header(&mut self, name: &str, value: &str) {
+        self.remove_response_header(name);
         self.response_headers.push((name.into(), value.into()));
+    }
+    fn response_header(&self, name: &str) -> Option<String> {
+        self.response_headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.response_headers.retain(|(k, _)| k != name);
+    }
+    fn response_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        let end = (start + len).min(self.response_body.len());
+        Some(self.response_body.get(start..end)?.to_vec())
+    }
+    fn set_response_body(
+        &mut self,
+        start: usize,
+        len: usize,
+        bytes: &[u8],
+    ) -> Result<(), HostError> {
+        let end = (start + len).min(self.response_body.len());
+        self.response_body.splice(start..end, bytes.iter().copied());
+        Ok(())
+    }
+    fn increment_counter(&mut self, name: &str, by: u64) {
+        match self.counters.iter_mut().find(|(k, _)| k == name) {
+            Some((_, n)) => *n += by,
+            None => self.counters.push((name.into(), by)),
+        }
     }
     fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
         let end = (start + len).min(self.body.len());

@@ -170,6 +170,22 @@ impl Host for BenchHost {
         self.headers.retain(|(k, _)| k != name);
     }
     fn set_response_header(&mut self, _name: &str, _value: &str) {}
+    fn response_header(&self, _name: &str) -> Option<String> {
+        None
+    }
+    fn remove_response_header(&mut self, _name: &str) {}
+    fn response_body(&self, _start: usize, _len: usize) -> Option<Vec<u8>> {
+        None
+    }
+    fn set_response_body(
+        &mut self,
+        _start: usize,
+        _len: usize,
+        _bytes: &[u8],
+    ) -> Result<(), HostError> {
+        Ok(())
+    }
+    fn increment_counter(&mut self, _name: &str, _by: u64) {}
     fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
         let end = start.saturating_add(len).min(self.body.len());
         self.body.get(start..end).map(<[u8]>::to_vec)

@@ -1,0 +1,302 @@
+//! PII masking of request bodies: detected values replaced by typed placeholders.
+//!
+//! The daemon reports PII entities as byte spans into the text the filter sent it (the
+//! compressed prompt and scan text). [`MaskTable::from_entities`] turns those of the
+//! types to mask into values, each with a placeholder such as `<EMAIL_ADDRESS_1>`
+//! (numbered per type in order of first detection; one value, one placeholder).
+//! [`MaskTable::edits`] then finds *every* occurrence of every value in every string
+//! value of the whole body, so that a value is masked also where compression dropped the
+//! sentence that carried it, and returns raw byte edits: the body stays valid JSON and
+//! every other byte is unchanged. Matching is exact on decoded text (escapes such as
+//! `\u0040` are decoded first, and the edit covers the escape's raw bytes) and respects
+//! word boundaries: a value that starts (ends) with a letter or digit does not match
+//! after (before) one.
+//!
+//! The table is the only place the original values live; it stays in the filter's
+//! per-stream state for the restore ([`crate::pii_restore`]) and is dropped with it.
+
+use std::ops::Range;
+
+use semroute_proto::v1::PiiEntity;
+
+use crate::json_strings::{decode, string_values};
+
+/// Values shorter than this (bytes, after trimming) are not masked: one or two
+/// characters would match all over ordinary text.
+pub const MIN_VALUE_BYTES: usize = 3;
+
+/// One masked value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaskEntry {
+    /// Entity type as the daemon names it, upper case (`EMAIL_ADDRESS`).
+    pub kind: String,
+    /// The original text.
+    pub value: String,
+    /// What replaces it upstream (`<EMAIL_ADDRESS_1>`).
+    pub placeholder: String,
+}
+
+/// The values of one request to mask, longest first (so that a value inside a longer
+/// one does not split it).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MaskTable {
+    entries: Vec<MaskEntry>,
+}
+
+/// The edits that mask one body.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Masked {
+    /// Raw byte ranges of the body and their replacements, sorted and disjoint.
+    pub edits: Vec<(Range<usize>, Vec<u8>)>,
+    /// Occurrences replaced per entity type, in table order.
+    pub per_kind: Vec<(String, u32)>,
+}
+
+impl Masked {
+    /// Occurrences replaced in all.
+    pub fn total(&self) -> u32 {
+        self.per_kind.iter().map(|(_, n)| n).sum()
+    }
+}
+
+/// `t` as placeholder text: upper case ASCII letters, digits and `_`.
+fn placeholder_kind(t: &str) -> String {
+    t.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+fn word_char(c: Option<char>) -> bool {
+    c.is_some_and(char::is_alphanumeric)
+}
+
+impl MaskTable {
+    /// The values of `entities` whose type is in `types` (case-insensitive) and whose
+    /// score is at least `min_score`. Spans index `text`, or `scan_text` when
+    /// [`PiiEntity::in_scan_text`]; spans that are out of range or not on character
+    /// boundaries are skipped.
+    pub fn from_entities(
+        entities: &[PiiEntity],
+        text: &str,
+        scan_text: &str,
+        types: &[String],
+        min_score: f32,
+    ) -> Self {
+        let mut entries: Vec<MaskEntry> = Vec::new();
+        let mut numbers: Vec<(String, u32)> = Vec::new();
+        for e in entities {
+            if e.score < min_score || !types.iter().any(|t| t.eq_ignore_ascii_case(&e.r#type)) {
+                continue;
+            }
+            let source = if e.in_scan_text { scan_text } else { text };
+            let (Ok(start), Ok(end)) = (usize::try_from(e.start), usize::try_from(e.end)) else {
+                continue;
+            };
+            let Some(value) = source.get(start..end).map(str::trim) else {
+                continue;
+            };
+            if value.len() < MIN_VALUE_BYTES || entries.iter().any(|m| m.value == value) {
+                continue;
+            }
+            let kind = placeholder_kind(&e.r#type);
+            let n = match numbers.iter_mut().find(|(k, _)| *k == kind) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    numbers.push((kind.clone(), 1));
+                    1
+                }
+            };
+            entries.push(MaskEntry {
+                placeholder: format!("<{kind}_{n}>"),
+                kind,
+                value: value.to_string(),
+            });
+        }
+        entries.sort_by_key(|e| std::cmp::Reverse(e.value.len()));
+        MaskTable { entries }
+    }
+
+    /// True when there is nothing to mask.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The masked values.
+    pub fn entries(&self) -> &[MaskEntry] {
+        &self.entries
+    }
+
+    /// Matches of the table's values in `text`: decoded byte ranges with the index of
+    /// their entry, sorted and disjoint (longer values claim their bytes first).
+    fn matches(&self, text: &str) -> Vec<(Range<usize>, usize)> {
+        let mut found: Vec<(Range<usize>, usize)> = Vec::new();
+        for (i, m) in self.entries.iter().enumerate() {
+            let first = m.value.chars().next();
+            let last = m.value.chars().next_back();
+            for (at, _) in text.match_indices(m.value.as_str()) {
+                let end = at + m.value.len();
+                let before = text.get(..at).and_then(|s| s.chars().next_back());
+                let after = text.get(end..).and_then(|s| s.chars().next());
+                if (word_char(first) && word_char(before)) || (word_char(last) && word_char(after))
+                {
+                    continue;
+                }
+                if found.iter().any(|(r, _)| r.start < end && at < r.end) {
+                    continue;
+                }
+                found.push((at..end, i));
+            }
+        }
+        found.sort_by_key(|(r, _)| r.start);
+        found
+    }
+
+    /// Edits that mask every occurrence of the table's values in the string values of
+    /// `body` (a complete JSON text), leaving out the string whose contents span `keep`
+    /// (the `model` value). `None` when the body's strings cannot be read.
+    pub fn edits(&self, body: &[u8], keep: Option<Range<usize>>) -> Option<Masked> {
+        let mut masked = Masked::default();
+        if self.is_empty() {
+            return Some(masked);
+        }
+        for v in string_values(body)? {
+            if keep.as_ref() == Some(&v.value) {
+                continue;
+            }
+            let raw = body.get(v.value.clone())?;
+            let decoded = decode(raw)?;
+            for (range, i) in self.matches(&decoded.text) {
+                let entry = self.entries.get(i)?;
+                let r = decoded.raw_range(range)?;
+                masked.edits.push((
+                    v.value.start + r.start..v.value.start + r.end,
+                    entry.placeholder.as_bytes().to_vec(),
+                ));
+                match masked.per_kind.iter_mut().find(|(k, _)| *k == entry.kind) {
+                    Some((_, n)) => *n += 1,
+                    None => masked.per_kind.push((entry.kind.clone(), 1)),
+                }
+            }
+        }
+        Some(masked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json_strings::splice;
+    use semroute_proto::v1::PiiSource;
+
+    fn entity(kind: &str, text: &str, value: &str, score: f32) -> PiiEntity {
+        let start = text.find(value).unwrap() as u32;
+        PiiEntity {
+            r#type: kind.into(),
+            start,
+            end: start + value.len() as u32,
+            score,
+            source: PiiSource::Pattern as i32,
+            in_scan_text: false,
+        }
+    }
+
+    fn table(text: &str, found: &[(&str, &str)]) -> MaskTable {
+        let entities: Vec<PiiEntity> = found.iter().map(|(k, v)| entity(k, text, v, 1.0)).collect();
+        let types = vec!["EMAIL_ADDRESS".into(), "US_SSN".into(), "PERSON".into()];
+        MaskTable::from_entities(&entities, text, "", &types, 0.5)
+    }
+
+    fn mask(t: &MaskTable, body: &str) -> (String, u32) {
+        let m = t.edits(body.as_bytes(), None).unwrap();
+        let out = splice(body.as_bytes(), &m.edits).unwrap();
+        (String::from_utf8(out).unwrap(), m.total())
+    }
+
+    #[test]
+    fn placeholders_are_numbered_per_type_and_value() {
+        let text = "mail a@x.io or b@x.io, again a@x.io; ssn 123-45-6789";
+        let t = table(
+            text,
+            &[
+                ("EMAIL_ADDRESS", "a@x.io"),
+                ("EMAIL_ADDRESS", "b@x.io"),
+                ("email_address", "a@x.io"),
+                ("US_SSN", "123-45-6789"),
+                ("PHONE_NUMBER", "or b"),
+            ],
+        );
+        let names: Vec<(&str, &str)> = t
+            .entries()
+            .iter()
+            .map(|e| (e.value.as_str(), e.placeholder.as_str()))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                ("123-45-6789", "<US_SSN_1>"),
+                ("a@x.io", "<EMAIL_ADDRESS_1>"),
+                ("b@x.io", "<EMAIL_ADDRESS_2>")
+            ]
+        );
+    }
+
+    #[test]
+    fn every_occurrence_in_every_string_value_is_masked() {
+        let t = table("write to a@x.io", &[("EMAIL_ADDRESS", "a@x.io")]);
+        let body = r#"{"model":"m","messages":[{"role":"user","content":"a@x.io"},{"role":"tool","content":[{"type":"text","text":"cc: a\u0040x.io, a@x.io"}]}],"a@x.io":1}"#;
+        let (out, n) = mask(&t, body);
+        assert_eq!(n, 3);
+        assert_eq!(
+            out,
+            r#"{"model":"m","messages":[{"role":"user","content":"<EMAIL_ADDRESS_1>"},{"role":"tool","content":[{"type":"text","text":"cc: <EMAIL_ADDRESS_1>, <EMAIL_ADDRESS_1>"}]}],"a@x.io":1}"#
+        );
+        serde_json::from_str::<serde_json::Value>(&out).unwrap();
+    }
+
+    #[test]
+    fn word_boundaries_and_longest_value_first() {
+        let text = "Ann wrote Ann Lee about Annual plans";
+        let t = table(text, &[("PERSON", "Ann"), ("PERSON", "Ann Lee")]);
+        let (out, n) = mask(&t, r#"{"p":"Ann wrote Ann Lee about Annual plans, Ann."}"#);
+        assert_eq!(
+            out,
+            r#"{"p":"<PERSON_1> wrote <PERSON_2> about Annual plans, <PERSON_1>."}"#
+        );
+        assert_eq!(n, 3);
+    }
+
+    #[test]
+    fn bad_spans_and_low_scores_are_skipped() {
+        let text = "é a@x.io";
+        let mut e = entity("EMAIL_ADDRESS", text, "a@x.io", 0.4);
+        let types = vec!["EMAIL_ADDRESS".to_string()];
+        assert!(MaskTable::from_entities(&[e.clone()], text, "", &types, 0.5).is_empty());
+        e.score = 0.9;
+        e.start = 1;
+        assert!(MaskTable::from_entities(&[e.clone()], text, "", &types, 0.5).is_empty());
+        e.start = 0;
+        e.end = 1000;
+        assert!(MaskTable::from_entities(&[e], text, "", &types, 0.5).is_empty());
+    }
+
+    #[test]
+    fn the_model_value_is_kept() {
+        let t = table("to a@x.io", &[("EMAIL_ADDRESS", "a@x.io")]);
+        let body = r#"{"model":"a@x.io","prompt":"a@x.io"}"#;
+        let m = t.edits(body.as_bytes(), Some(10..16)).unwrap();
+        let out = splice(body.as_bytes(), &m.edits).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"model":"a@x.io","prompt":"<EMAIL_ADDRESS_1>"}"#
+        );
+    }
+}

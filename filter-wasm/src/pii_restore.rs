@@ -1,0 +1,487 @@
+//! PII restore in upstream answers: placeholders issued by the mask
+//! ([`crate::pii_mask`]) turned back into the client's values.
+//!
+//! - [`Restorer::restore_json`]: a whole JSON answer (content, tool call arguments,
+//!   Responses output text): every string value is decoded, its issued placeholders
+//!   replaced, and re-encoded only where something changed.
+//! - [`SseRestore`]: a server-sent event stream, fed body chunk by body chunk. Events are
+//!   cut at their blank line; an event's single `data:` line is read as JSON and its
+//!   string values restored. A placeholder split across events (`<EMAIL_` then
+//!   `ADDRESS_1>`) is joined: when a text delta (`content`, `arguments`, `delta`,
+//!   `text`, `refusal`) ends with a proper prefix of an issued placeholder, that event is
+//!   held; if the next event carries the same field, the prefix moves into it (the held
+//!   event is sent without it), else the held event is sent unchanged. Nothing else is
+//!   held back, so the stream's timing is kept.
+//!
+//! A placeholder that was never issued is left as it is; text that is not JSON, events
+//! without a single `data:` line, and `[DONE]` pass through byte for byte.
+
+use std::ops::Range;
+
+use crate::json_strings::{decode, push_escaped, splice, string_values};
+
+/// Fields of streamed events that carry text deltas.
+const DELTA_FIELDS: [&str; 5] = ["content", "arguments", "delta", "text", "refusal"];
+
+/// Issued placeholders and their values.
+#[derive(Debug, Clone, Default)]
+pub struct Restorer {
+    pairs: Vec<(String, String)>,
+    longest: usize,
+}
+
+impl Restorer {
+    /// A restorer for `(placeholder, value)` pairs; placeholders are `<...>` ASCII.
+    pub fn new(pairs: Vec<(String, String)>) -> Self {
+        let longest = pairs.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+        Restorer { pairs, longest }
+    }
+
+    /// True when no placeholder was issued.
+    pub fn is_empty(&self) -> bool {
+        self.pairs.is_empty()
+    }
+
+    /// `text` with every issued placeholder replaced by its value, and how many were.
+    pub fn restore_text(&self, text: &str) -> (String, usize) {
+        let mut out = String::with_capacity(text.len());
+        let mut count = 0;
+        let mut rest = text;
+        while let Some(lt) = rest.find('<') {
+            let (head, tail) = rest.split_at(lt);
+            out.push_str(head);
+            let hit = self
+                .pairs
+                .iter()
+                .find(|(p, _)| tail.starts_with(p.as_str()));
+            match hit {
+                Some((p, v)) => {
+                    out.push_str(v);
+                    rest = tail.get(p.len()..).unwrap_or("");
+                    count += 1;
+                }
+                None => {
+                    out.push('<');
+                    rest = tail.get(1..).unwrap_or("");
+                }
+            }
+        }
+        out.push_str(rest);
+        (out, count)
+    }
+
+    /// Length (bytes) of the longest suffix of `text` that is a proper prefix of an
+    /// issued placeholder (0 when none): text that may finish a placeholder in the next
+    /// delta.
+    pub fn partial_suffix(&self, text: &str) -> usize {
+        let from = text.len().saturating_sub(self.longest);
+        let Some(window) = (from..text.len()).find_map(|i| text.get(i..)) else {
+            return 0;
+        };
+        let Some(lt) = window.rfind('<') else {
+            return 0;
+        };
+        let tail = window.get(lt..).unwrap_or("");
+        if self
+            .pairs
+            .iter()
+            .any(|(p, _)| p.len() > tail.len() && p.starts_with(tail))
+        {
+            tail.len()
+        } else {
+            0
+        }
+    }
+
+    /// `text` (a JSON text) with issued placeholders restored in its string values.
+    /// `None` when nothing was restored or the text's strings cannot be read.
+    pub fn restore_json(&self, text: &[u8]) -> Option<Vec<u8>> {
+        let mut edits = Vec::new();
+        for v in string_values(text)? {
+            let Some(d) = text.get(v.value.clone()).and_then(decode) else {
+                continue;
+            };
+            let (restored, n) = self.restore_text(&d.text);
+            if n > 0 {
+                let mut raw = Vec::with_capacity(restored.len() + 8);
+                push_escaped(&mut raw, &restored);
+                edits.push((v.value, raw));
+            }
+        }
+        if edits.is_empty() {
+            return None;
+        }
+        splice(text, &edits)
+    }
+}
+
+/// The `data:` payload of one event: its raw range in the event.
+fn data_payload(event: &[u8]) -> Option<Range<usize>> {
+    let mut found = None;
+    let mut at = 0;
+    for line in event.split_inclusive(|b| *b == b'\n') {
+        let start = at;
+        at += line.len();
+        let content_end = start + line.len()
+            - line
+                .iter()
+                .rev()
+                .take_while(|b| **b == b'\n' || **b == b'\r')
+                .count();
+        if let Some(rest) = line.strip_prefix(b"data:") {
+            if found.is_some() {
+                return None;
+            }
+            let skip = 5 + usize::from(rest.first() == Some(&b' '));
+            found = Some((start + skip).min(content_end)..content_end);
+        }
+    }
+    found
+}
+
+/// A delta field's identity within an event: its key and which occurrence of that key.
+type FieldId = (Vec<u8>, usize);
+
+/// An event held because a delta ends with the start of a placeholder.
+#[derive(Debug)]
+struct Held {
+    event: Vec<u8>,
+    /// Edits of the event's other strings.
+    edits: Vec<(Range<usize>, Vec<u8>)>,
+    field: FieldId,
+    /// Raw range of the held string's contents in `event`.
+    range: Range<usize>,
+    /// The held string restored up to its partial placeholder.
+    head: String,
+    /// The partial placeholder.
+    tail: String,
+}
+
+impl Held {
+    fn emit(self, with_tail: bool, out: &mut Vec<u8>) {
+        let mut text = self.head;
+        if with_tail {
+            text.push_str(&self.tail);
+        }
+        let mut raw = Vec::new();
+        push_escaped(&mut raw, &text);
+        let mut edits = self.edits;
+        edits.push((self.range, raw));
+        edits.sort_by_key(|(r, _)| r.start);
+        match splice(&self.event, &edits) {
+            Some(bytes) => out.extend_from_slice(&bytes),
+            None => out.extend_from_slice(&self.event),
+        }
+    }
+}
+
+/// Restore over a server-sent event stream (see the module documentation).
+#[derive(Debug)]
+pub struct SseRestore {
+    restorer: Restorer,
+    /// Bytes of an event not yet complete.
+    pending: Vec<u8>,
+    held: Option<Held>,
+    /// Largest incomplete event buffered, bytes; past it the stream passes through.
+    limit: usize,
+    gave_up: bool,
+}
+
+/// End of the first event in `buf` (after its blank line).
+fn event_end(buf: &[u8]) -> Option<usize> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|p| p + 2);
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl SseRestore {
+    /// A stream restorer that buffers at most `limit` bytes of one incomplete event.
+    pub fn new(restorer: Restorer, limit: usize) -> Self {
+        SseRestore {
+            restorer,
+            pending: Vec::new(),
+            held: None,
+            limit,
+            gave_up: false,
+        }
+    }
+
+    /// True once an event outgrew the limit: the rest of the stream passed through.
+    pub fn gave_up(&self) -> bool {
+        self.gave_up
+    }
+
+    /// Feeds one body chunk; returns the bytes to send in its place. With
+    /// `end_of_stream`, everything still held or buffered is sent too.
+    pub fn feed(&mut self, chunk: &[u8], end_of_stream: bool) -> Vec<u8> {
+        let mut out = Vec::with_capacity(chunk.len() + 64);
+        if self.gave_up {
+            out.extend_from_slice(chunk);
+            return out;
+        }
+        self.pending.extend_from_slice(chunk);
+        while let Some(end) = event_end(&self.pending) {
+            let event: Vec<u8> = self.pending.drain(..end).collect();
+            self.event(event, &mut out);
+        }
+        if self.pending.len() > self.limit {
+            self.gave_up = true;
+            if let Some(h) = self.held.take() {
+                h.emit(true, &mut out);
+            }
+            out.append(&mut self.pending);
+        }
+        if end_of_stream {
+            let rest = std::mem::take(&mut self.pending);
+            if !rest.is_empty() {
+                self.event(rest, &mut out);
+            }
+            if let Some(h) = self.held.take() {
+                h.emit(true, &mut out);
+            }
+        }
+        out
+    }
+
+    fn event(&mut self, event: Vec<u8>, out: &mut Vec<u8>) {
+        let strings = data_payload(&event).and_then(|p| {
+            let payload = event.get(p.clone())?;
+            let values = string_values(payload)?;
+            Some((p.start, values))
+        });
+        let Some((base, values)) = strings else {
+            if let Some(h) = self.held.take() {
+                h.emit(true, out);
+            }
+            out.extend_from_slice(&event);
+            return;
+        };
+        let mut edits = Vec::new();
+        let mut counts: Vec<(Vec<u8>, usize)> = Vec::new();
+        let mut carry: Option<String> = None;
+        let mut hold: Option<(FieldId, Range<usize>, String, String)> = None;
+        let held_field = self.held.as_ref().map(|h| h.field.clone());
+        for v in values {
+            let range = base + v.value.start..base + v.value.end;
+            let Some(d) = event.get(range.clone()).and_then(decode) else {
+                continue;
+            };
+            let key = v
+                .key
+                .and_then(|k| event.get(base + k.start..base + k.end))
+                .unwrap_or_default()
+                .to_vec();
+            let delta = DELTA_FIELDS.iter().any(|f| f.as_bytes() == key.as_slice());
+            let ordinal = match counts.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    counts.push((key.clone(), 0));
+                    0
+                }
+            };
+            let field = (key, ordinal);
+            let mut text = d.text;
+            let mut changed = false;
+            if delta && held_field.as_ref() == Some(&field) {
+                if let Some(h) = self.held.take() {
+                    carry = Some(h.tail.clone());
+                    h.emit(false, out);
+                }
+            }
+            if let Some(tail) = carry.take() {
+                text.insert_str(0, &tail);
+                changed = true;
+            }
+            let partial = if delta && hold.is_none() {
+                self.restorer.partial_suffix(&text)
+            } else {
+                0
+            };
+            let split = text.len() - partial;
+            let (head, tail) = text.split_at(split);
+            let (restored, n) = self.restorer.restore_text(head);
+            if partial > 0 {
+                hold = Some((field, range, restored, tail.to_string()));
+                continue;
+            }
+            if n > 0 || changed {
+                let mut raw = Vec::new();
+                push_escaped(&mut raw, &restored);
+                edits.push((range, raw));
+            }
+        }
+        if let Some(h) = self.held.take() {
+            // The held field did not continue in this event.
+            h.emit(true, out);
+        }
+        match hold {
+            Some((field, range, head, tail)) => {
+                self.held = Some(Held {
+                    event,
+                    edits,
+                    field,
+                    range,
+                    head,
+                    tail,
+                });
+            }
+            None => match splice(&event, &edits) {
+                Some(bytes) => out.extend_from_slice(&bytes),
+                None => out.extend_from_slice(&event),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn restorer() -> Restorer {
+        Restorer::new(vec![
+            ("<EMAIL_ADDRESS_1>".into(), "jo\"e@x.io".into()),
+            ("<US_SSN_1>".into(), "123-45-6789".into()),
+        ])
+    }
+
+    #[test]
+    fn restores_issued_placeholders_only() {
+        let r = restorer();
+        let (t, n) = r.restore_text("to <EMAIL_ADDRESS_1> <EMAIL_ADDRESS_2> <<US_SSN_1>");
+        assert_eq!(t, "to jo\"e@x.io <EMAIL_ADDRESS_2> <123-45-6789");
+        assert_eq!(n, 2);
+        assert_eq!(r.partial_suffix("hi <EMAIL_AD"), 9);
+        assert_eq!(r.partial_suffix("hi <EMAIL_ADDRESS_1>"), 0);
+        assert_eq!(r.partial_suffix("hi <b"), 0);
+        assert_eq!(r.partial_suffix("a <"), 1);
+    }
+
+    #[test]
+    fn json_answers_are_restored_as_json() {
+        let body = br#"{"choices":[{"message":{"content":"Mail <EMAIL_ADDRESS_1>","tool_calls":[{"function":{"arguments":"{\"to\":\"<EMAIL_ADDRESS_1>\"}"}}]}}]}"#;
+        let out = restorer().restore_json(body).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "Mail jo\"e@x.io");
+        assert_eq!(
+            v["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            "{\"to\":\"jo\"e@x.io\"}"
+        );
+        assert_eq!(restorer().restore_json(b"{\"a\":\"none\"}"), None);
+        assert_eq!(restorer().restore_json(b"not json <US_SSN_1>"), None);
+    }
+
+    fn chat_event(content: &str) -> String {
+        format!(
+            "data: {}\n\n",
+            serde_json::json!({"choices":[{"index":0,"delta":{"content":content}}]})
+        )
+    }
+
+    fn contents(stream: &[u8]) -> String {
+        let s = String::from_utf8(stream.to_vec()).unwrap();
+        let mut text = String::new();
+        for event in s.split("\n\n") {
+            let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) else {
+                continue;
+            };
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(data) else {
+                continue;
+            };
+            if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
+                text.push_str(c);
+            }
+            if let Some(c) = v["delta"].as_str() {
+                text.push_str(c);
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn a_placeholder_split_across_events_is_joined() {
+        let mut s = SseRestore::new(restorer(), 1 << 20);
+        let mut out = Vec::new();
+        out.extend(s.feed(chat_event("Hi <EMAIL_").as_bytes(), false));
+        assert!(out.is_empty(), "the partial placeholder is held");
+        out.extend(s.feed(chat_event("ADDRE").as_bytes(), false));
+        out.extend(s.feed(chat_event("SS_1> bye <U").as_bytes(), false));
+        out.extend(s.feed(
+            b"data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n",
+            true,
+        ));
+        assert_eq!(contents(&out), "Hi jo\"e@x.io bye <U");
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.matches("data: ").count(), 5);
+        assert!(text.ends_with("data: [DONE]\n\n"));
+    }
+
+    #[test]
+    fn other_events_pass_byte_for_byte() {
+        let stream = b": comment\n\nevent: ping\ndata: {\"a\": 1}\n\ndata: not json <US_SSN_1>\n\n";
+        let mut s = SseRestore::new(restorer(), 1 << 20);
+        assert_eq!(s.feed(stream, true), stream.to_vec());
+    }
+
+    #[test]
+    fn an_event_past_the_limit_passes_through() {
+        let mut s = SseRestore::new(restorer(), 16);
+        let big = chat_event("<US_SSN_1> and a long tail of text");
+        let out = s.feed(big.as_bytes().get(..40).unwrap(), false);
+        assert!(s.gave_up());
+        let mut all = out;
+        all.extend(s.feed(big.as_bytes().get(40..).unwrap(), true));
+        assert_eq!(all, big.as_bytes());
+    }
+
+    proptest! {
+        #[test]
+        fn any_chunking_and_any_delta_split_restores(
+            words in proptest::collection::vec(
+                prop_oneof![
+                    Just("<EMAIL_ADDRESS_1>".to_string()),
+                    Just("<US_SSN_1>".to_string()),
+                    Just("<EMAIL_ADDRESS_9>".to_string()),
+                    "[a-z <>_é\"\\\\]{0,6}",
+                ],
+                0..8,
+            ),
+            delta_len in 1usize..4,
+            cuts in proptest::collection::vec(0usize..10_000, 0..6),
+            responses in any::<bool>(),
+        ) {
+            let text: String = words.concat();
+            let chars: Vec<char> = text.chars().collect();
+            let mut stream = String::new();
+            for piece in chars.chunks(delta_len) {
+                let piece: String = piece.iter().collect();
+                if responses {
+                    let e = serde_json::json!({"type":"response.output_text.delta","delta":piece});
+                    stream.push_str(&format!("event: response.output_text.delta\ndata: {e}\n\n"));
+                } else {
+                    stream.push_str(&chat_event(&piece));
+                }
+            }
+            stream.push_str("data: [DONE]\n\n");
+            let bytes = stream.as_bytes();
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            cuts.sort_unstable();
+            let mut s = SseRestore::new(restorer(), 1 << 20);
+            let mut out = Vec::new();
+            let mut at = 0;
+            for c in cuts {
+                out.extend(s.feed(&bytes[at..c], false));
+                at = c;
+            }
+            out.extend(s.feed(&bytes[at..], true));
+            let (want, _) = restorer().restore_text(&text);
+            prop_assert_eq!(contents(&out), want);
+        }
+    }
+}

@@ -6,14 +6,19 @@
 //! - `POST /v1/responses` (JSON, or SSE events with `stream: true`),
 //! - `POST /v1/completions` (JSON; the legacy text completions API),
 //! - `GET /v1/models`, `GET /health`, and `GET /stats` (`{"requests": N}`:
-//!   completions and responses answered so far).
+//!   completions and responses answered so far),
+//! - `GET /last-request`: the last body received by the three `POST` paths, byte for
+//!   byte (404 before the first), so a user can see what left the proxy.
 //!
-//! With `stream: true` each event waits 5 ms, or the request header
-//! `x-upstream-event-delay-ms` (at most 10 s).
+//! The answer's text is a summary of the request (which model served it, the `model`
+//! the body carried, the `x-semroute-*` headers that arrived), then the last user
+//! message echoed (`You said: ...`, at most 64 KiB), so that a user sees what came back
+//! through the proxy. With `stream: true` the summary goes out four words per event, each
+//! event after 5 ms (or the request header `x-upstream-event-delay-ms`, at most 10 s),
+//! then the echo in deltas of 3 characters (or `x-upstream-delta-chars`, 1 to 64) without
+//! further delay, at most 4 KiB of it.
 //!
-//! Every answer says which model served it, the `model` the body carried and
-//! the `x-semroute-*` headers that arrived, both in the generated text and as
-//! a `semroute` JSON field (`served_by`, `received_model`, `headers`,
+//! Every answer also carries a `semroute` JSON field (`served_by`, `received_model`, `headers`,
 //! `body_bytes`, `content_length`, and `received_body` for bodies up to
 //! 256 KiB), so users and tests see where a request went and what reached
 //! the upstream. A body that is not valid JSON gets 400.
@@ -22,7 +27,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Largest request body accepted, bytes.
@@ -40,6 +45,10 @@ use serde_json::{json, Value};
 
 /// Largest received body echoed back verbatim, bytes.
 const ECHO_LIMIT: usize = 256 * 1024;
+/// Longest last user message echoed in an answer, bytes.
+const ECHO_TEXT_LIMIT: usize = 64 * 1024;
+/// Longest last user message echoed in a streamed answer, bytes.
+const STREAM_ECHO_LIMIT: usize = 4 * 1024;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -62,6 +71,8 @@ struct Args {
 struct AppState {
     model: String,
     requests: Arc<AtomicU64>,
+    /// The last body received by a `POST` path.
+    last_request: Arc<Mutex<Option<Bytes>>>,
 }
 
 fn now() -> u64 {
@@ -81,10 +92,64 @@ struct Received {
     body: Value,
     report: Value,
     summary: String,
+    /// The last user message (chat `messages`, Responses `input`, legacy `prompt`).
+    echo: Option<String>,
+}
+
+/// The text of a message `content` (a string, or the `text` of its parts).
+fn content_text(content: &Value) -> Option<String> {
+    match content {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+        ),
+        _ => None,
+    }
+}
+
+/// The last user message of a chat, Responses or legacy completions body.
+fn last_user_message(body: &Value) -> Option<String> {
+    let last_user = |items: &Vec<Value>| {
+        items
+            .iter()
+            .rev()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .and_then(|m| m.get("content"))
+            .and_then(content_text)
+    };
+    if let Some(Value::Array(messages)) = body.get("messages") {
+        return last_user(messages);
+    }
+    match body.get("input") {
+        Some(Value::String(s)) => return Some(s.clone()),
+        Some(Value::Array(items)) => return last_user(items),
+        _ => {}
+    }
+    match body.get("prompt")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(p) => p.last()?.as_str().map(str::to_string),
+        _ => None,
+    }
+}
+
+/// At most `limit` bytes of `text`, cut at a character boundary.
+fn clip(text: &str, limit: usize) -> &str {
+    let mut end = text.len().min(limit);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 fn inspect(state: &AppState, headers: &HeaderMap, raw: &Bytes) -> Result<Received, Box<Response>> {
     state.requests.fetch_add(1, Ordering::Relaxed);
+    if let Ok(mut last) = state.last_request.lock() {
+        *last = Some(raw.clone());
+    }
     let body: Value = serde_json::from_slice(raw).map_err(|e| {
         Box::new(error(
             StatusCode::BAD_REQUEST,
@@ -133,11 +198,45 @@ fn inspect(state: &AppState, headers: &HeaderMap, raw: &Bytes) -> Result<Receive
             header_text
         }
     );
+    let echo = last_user_message(&body);
     Ok(Received {
         body,
         report,
         summary,
+        echo,
     })
+}
+
+impl Received {
+    /// The answer's whole text: the summary, then the echo.
+    fn text(&self) -> String {
+        match &self.echo {
+            Some(e) => format!("{}\n\nYou said: {}", self.summary, clip(e, ECHO_TEXT_LIMIT)),
+            None => self.summary.clone(),
+        }
+    }
+
+    /// The streamed text's deltas with the pause before each: the summary four words
+    /// per event after `delay`, then the echo in `chars`-character deltas at once.
+    fn deltas(&self, headers: &HeaderMap) -> Vec<(String, Duration)> {
+        let delay = event_delay(headers);
+        let mut out: Vec<(String, Duration)> = pieces(&self.summary)
+            .into_iter()
+            .map(|p| (p, delay))
+            .collect();
+        if let Some(e) = &self.echo {
+            let chars = headers
+                .get("x-upstream-delta-chars")
+                .and_then(|v| v.to_str().ok()?.parse::<usize>().ok())
+                .map_or(3, |n| n.clamp(1, 64));
+            out.push(("\n\nYou said: ".to_string(), Duration::ZERO));
+            let echo: Vec<char> = clip(e, STREAM_ECHO_LIMIT).chars().collect();
+            for piece in echo.chunks(chars) {
+                out.push((piece.iter().collect(), Duration::ZERO));
+            }
+        }
+        out
+    }
 }
 
 /// Pause before each SSE event: 5 ms, or the request's `x-upstream-event-delay-ms` (at
@@ -150,9 +249,12 @@ fn event_delay(headers: &HeaderMap) -> Duration {
     Duration::from_millis(ms)
 }
 
-fn sse(events: Vec<String>, delay: Duration) -> Response {
-    let s = stream::iter(events).then(move |e| async move {
-        tokio::time::sleep(delay).await;
+/// An SSE answer: each event sent after its pause.
+fn sse(events: Vec<(String, Duration)>) -> Response {
+    let s = stream::iter(events).then(move |(e, delay)| async move {
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         Ok::<_, Infallible>(Bytes::from(e))
     });
     Response::builder()
@@ -176,8 +278,9 @@ async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> 
     };
     let id = format!("chatcmpl-{}-{}", state.model, now());
     if r.body.get("stream").and_then(Value::as_bool) == Some(true) {
+        let delay = event_delay(&headers);
         let mut events = Vec::new();
-        for (i, piece) in pieces(&r.summary).into_iter().enumerate() {
+        for (i, (piece, pause)) in r.deltas(&headers).into_iter().enumerate() {
             let delta = if i == 0 {
                 json!({"role": "assistant", "content": piece})
             } else {
@@ -190,15 +293,15 @@ async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> 
             if i == 0 {
                 chunk["semroute"] = r.report.clone();
             }
-            events.push(format!("data: {chunk}\n\n"));
+            events.push((format!("data: {chunk}\n\n"), pause));
         }
         let last = json!({
             "id": id, "object": "chat.completion.chunk", "created": now(), "model": state.model,
             "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
         });
-        events.push(format!("data: {last}\n\n"));
-        events.push("data: [DONE]\n\n".to_string());
-        return sse(events, event_delay(&headers));
+        events.push((format!("data: {last}\n\n"), delay));
+        events.push(("data: [DONE]\n\n".to_string(), Duration::ZERO));
+        return sse(events);
     }
     let words = r.summary.split_whitespace().count();
     Json(json!({
@@ -208,7 +311,7 @@ async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> 
         "model": state.model,
         "choices": [{
             "index": 0,
-            "message": {"role": "assistant", "content": r.summary, "refusal": null},
+            "message": {"role": "assistant", "content": r.text(), "refusal": null},
             "finish_reason": "stop",
         }],
         "usage": {"prompt_tokens": r.report["body_bytes"].as_u64().unwrap_or(0) / 4, "completion_tokens": words,
@@ -226,26 +329,34 @@ async fn responses(State(state): State<AppState>, headers: HeaderMap, raw: Bytes
     let id = format!("resp_{}_{}", state.model, now());
     let message = json!({
         "type": "message", "id": format!("msg_{}", now()), "status": "completed", "role": "assistant",
-        "content": [{"type": "output_text", "text": r.summary, "annotations": []}],
+        "content": [{"type": "output_text", "text": r.text(), "annotations": []}],
     });
     let full = json!({
         "id": id, "object": "response", "created_at": now(), "status": "completed", "model": state.model,
         "output": [message], "semroute": r.report,
     });
     if r.body.get("stream").and_then(Value::as_bool) == Some(true) {
+        let delay = event_delay(&headers);
         let mut events = Vec::new();
         let created = json!({"type": "response.created", "response": {
             "id": id, "object": "response", "status": "in_progress", "model": state.model}});
-        events.push(format!("event: response.created\ndata: {created}\n\n"));
-        for piece in pieces(&r.summary) {
+        events.push((
+            format!("event: response.created\ndata: {created}\n\n"),
+            delay,
+        ));
+        for (piece, pause) in r.deltas(&headers) {
             let delta = json!({"type": "response.output_text.delta", "output_index": 0, "content_index": 0, "delta": piece});
-            events.push(format!(
-                "event: response.output_text.delta\ndata: {delta}\n\n"
+            events.push((
+                format!("event: response.output_text.delta\ndata: {delta}\n\n"),
+                pause,
             ));
         }
         let done = json!({"type": "response.completed", "response": full});
-        events.push(format!("event: response.completed\ndata: {done}\n\n"));
-        return sse(events, event_delay(&headers));
+        events.push((
+            format!("event: response.completed\ndata: {done}\n\n"),
+            delay,
+        ));
+        return sse(events);
     }
     Json(full).into_response()
 }
@@ -258,7 +369,7 @@ async fn completions(State(state): State<AppState>, headers: HeaderMap, raw: Byt
     Json(json!({
         "id": format!("cmpl_{}_{}", state.model, now()), "object": "text_completion",
         "created": now(), "model": state.model,
-        "choices": [{"index": 0, "text": r.summary, "finish_reason": "stop", "logprobs": null}],
+        "choices": [{"index": 0, "text": r.text(), "finish_reason": "stop", "logprobs": null}],
         "semroute": r.report,
     }))
     .into_response()
@@ -272,6 +383,18 @@ async fn models(State(state): State<AppState>) -> Response {
 async fn stats(State(state): State<AppState>) -> Response {
     Json(json!({"model": state.model, "requests": state.requests.load(Ordering::Relaxed)}))
         .into_response()
+}
+
+async fn last_request(State(state): State<AppState>) -> Response {
+    let last = state.last_request.lock().ok().and_then(|l| l.clone());
+    match last {
+        Some(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        None => error(
+            StatusCode::NOT_FOUND,
+            "no request received yet",
+            "not_found",
+        ),
+    }
 }
 
 async fn health() -> &'static str {
@@ -288,6 +411,7 @@ async fn main() -> anyhow::Result<()> {
     let state = AppState {
         model: args.model.clone(),
         requests: Arc::new(AtomicU64::new(0)),
+        last_request: Arc::new(Mutex::new(None)),
     };
     let app = Router::new()
         .route("/v1/chat/completions", post(chat))
@@ -296,6 +420,7 @@ async fn main() -> anyhow::Result<()> {
         .route("/v1/models", get(models))
         .route("/health", get(health))
         .route("/stats", get(stats))
+        .route("/last-request", get(last_request))
         .fallback(not_found)
         // Bodies up to the largest `limits.max_body_bytes` the filter accepts (256 MiB), above
         // axum's 2 MiB default, so every body the router accepts reaches the model.

@@ -278,12 +278,13 @@ bench: build
 
 FUZZ_SECONDS ?= 60
 
-# Fuzz the incremental JSON scanner and request extraction, then prompt
-# compression, with chunked input, for a bounded time each (installs
-# cargo-fuzz when missing).
+# Fuzz the incremental JSON scanner and request extraction, prompt
+# compression, and the PII restore of event streams, with chunked input, for a
+# bounded time each (installs cargo-fuzz when missing).
 fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS) json_scan_chunked
 	scripts/fuzz.sh $(FUZZ_SECONDS) compress_chunked
+	scripts/fuzz.sh $(FUZZ_SECONDS) sse_restore_chunked
 
 clean:
 	rm -rf $(BUILD) target

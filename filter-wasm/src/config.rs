@@ -15,6 +15,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use crate::prompt::CompressionConfig;
+use crate::request_edits::{ClientValues, RequestEdits};
 
 /// A configuration that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -145,6 +146,32 @@ pub struct Decision {
     /// when present.
     #[serde(default)]
     pub pii_mask: Option<Vec<String>>,
+    /// Reasoning effort set on requests routed by this rule (`reasoning_effort` for
+    /// chat, `reasoning.effort` for Responses); see [`crate::request_edits`].
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+    /// System prompt added to requests routed by this rule (a first `system` message for
+    /// chat, `instructions` for Responses).
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    /// Whether a reasoning effort or system prompt the client set is kept (default) or
+    /// replaced.
+    #[serde(default)]
+    pub client_values: ClientValues,
+}
+
+/// Longest `system_prompt` accepted, bytes.
+pub const MAX_SYSTEM_PROMPT_BYTES: usize = 64 * 1024;
+
+impl Decision {
+    /// The request edits of this rule.
+    pub fn request_edits(&self) -> RequestEdits {
+        RequestEdits {
+            reasoning_effort: self.reasoning_effort.clone(),
+            system_prompt: self.system_prompt.clone(),
+            client_values: self.client_values,
+        }
+    }
 }
 
 /// What to do with a detected jailbreak.
@@ -398,6 +425,26 @@ impl FilterConfig {
                 format!("decisions[{i}].when.max_jailbreak_score"),
                 d.when.max_jailbreak_score,
             )?;
+            if let Some(e) = &d.reasoning_effort {
+                if e.is_empty()
+                    || e.len() > 32
+                    || !e.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+                {
+                    return Err(invalid(
+                        format!("decisions[{i}].reasoning_effort"),
+                        "must be 1..=32 lower-case letters or '_' (e.g. \"high\")",
+                    ));
+                }
+            }
+            if d.system_prompt
+                .as_ref()
+                .is_some_and(|p| p.is_empty() || p.len() > MAX_SYSTEM_PROMPT_BYTES)
+            {
+                return Err(invalid(
+                    format!("decisions[{i}].system_prompt"),
+                    format!("must be 1..={MAX_SYSTEM_PROMPT_BYTES} bytes"),
+                ));
+            }
         }
         if !(self.jailbreak.threshold > 0.0 && self.jailbreak.threshold <= 1.0) {
             return Err(invalid(
@@ -532,6 +579,14 @@ mod tests {
             (
                 r#"{"default_model":"m","pii":{"action":"route"}}"#,
                 "pii.route_model",
+            ),
+            (
+                r#"{"default_model":"m","decisions":[{"name":"a","model":"x","reasoning_effort":"High!"}]}"#,
+                "decisions[0].reasoning_effort",
+            ),
+            (
+                r#"{"default_model":"m","decisions":[{"name":"a","model":"x","system_prompt":""}]}"#,
+                "decisions[0].system_prompt",
             ),
             (
                 r#"{"default_model":"m","decisions":[{"name":"a","model":""}]}"#,

@@ -41,6 +41,7 @@ use crate::pii_restore::Restorer;
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
 use crate::prompt::{reduction, text_spans, TokenCalibration};
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
+use crate::request_edits::{self, RequestEdits};
 use crate::request_path;
 use crate::response_restore::ResponseRestore;
 
@@ -193,6 +194,8 @@ pub struct HttpFilter {
     mask: MaskTable,
     /// Restore of the masked values in the answer.
     restore: Option<ResponseRestore>,
+    /// The API of the body, once the headers named an inspected path.
+    api: Option<Api>,
 }
 
 /// True when `v` can be sent as a header value: 1..=256 visible ASCII
@@ -249,6 +252,7 @@ impl HttpFilter {
             sent_scan_text: String::new(),
             mask: MaskTable::default(),
             restore: None,
+            api: None,
         }
     }
 
@@ -324,6 +328,7 @@ impl HttpFilter {
             self.small_body = cl <= limits.small_body_bytes;
         }
         self.request_id = host.request_header("x-request-id").unwrap_or_default();
+        self.api = Some(api);
         let ratio = self.calibration.get().ratio();
         self.extractor = Some(
             Extractor::new(api, &self.config.compression, limits.max_scan_text_bytes)
@@ -744,20 +749,26 @@ impl HttpFilter {
         {
             route.category = None;
         }
-        let model = route.model.as_deref().filter(|_| route.rewrite_body);
-        if !self.mask.is_empty() {
-            match self.rewrite_masked(host, model) {
+        let model = route.model.clone().filter(|_| route.rewrite_body);
+        if !self.mask.is_empty() || !route.edits.is_empty() {
+            match self.rewrite_whole_body(host, model.as_deref(), &route.edits) {
                 Ok(masked) => {
-                    host.set_request_header(&cfg.header("pii-masked"), &masked.to_string());
+                    if masked > 0 {
+                        host.set_request_header(&cfg.header("pii-masked"), &masked.to_string());
+                    }
                 }
-                Err(e) => {
+                Err(e) if !self.mask.is_empty() => {
                     // The body cannot go upstream with the values in it.
                     log::warn!("semroute: cannot mask the body: {e}");
                     self.reply(host, &ErrorResponse::mask_failed(), "pii-mask-failed");
                     return false;
                 }
+                Err(e) => {
+                    log::warn!("semroute: cannot apply the decision's request edits: {e}");
+                    route.fallback = route.fallback.or(Some(FallbackReason::Error));
+                }
             }
-        } else if let Some(model) = model {
+        } else if let Some(model) = model.as_deref() {
             if let Err(e) = self.rewrite_model(host, model) {
                 log::warn!("semroute: cannot rewrite the body's model: {e}");
                 route.fallback = route.fallback.or(Some(FallbackReason::Error));
@@ -816,13 +827,14 @@ impl HttpFilter {
         parts.join(", ")
     }
 
-    /// Rewrites the whole body: `model` (when given) spliced in and every value of the
-    /// mask replaced by its placeholder; sets up the restore of the answer. Returns the
-    /// number of values replaced.
-    fn rewrite_masked<H: Host>(
+    /// Rewrites the whole body: `model` (when given) spliced in, the decision's request
+    /// `edits` made, and every value of the mask replaced by its placeholder; sets up
+    /// the restore of the answer. Returns the number of values replaced.
+    fn rewrite_whole_body<H: Host>(
         &mut self,
         host: &mut H,
         model: Option<&str>,
+        request_edits: &RequestEdits,
     ) -> Result<u32, RewriteError> {
         let body = host
             .request_body(0, self.scanned)
@@ -850,25 +862,38 @@ impl HttpFilter {
             _ => None,
         };
         let keep = model_span.as_ref().map(|(r, _)| r.start + 1..r.end - 1);
-        let masked = self.mask.edits(&body, keep).ok_or(RewriteError::Span)?;
-        let mut edits = masked.edits;
+        let mut masked = self.mask.edits(&body, keep).ok_or(RewriteError::Span)?;
+        let api = self.api.unwrap_or(Api::ChatCompletions);
+        let mut edits =
+            request_edits::locate(&body, api, request_edits).ok_or(RewriteError::Span)?;
         if let (Some(model), Some((span, name))) = (model, model_span) {
             if name.as_deref() != Some(model) {
                 let encoded = serde_json::to_string(model).map_err(|_| RewriteError::Encode)?;
                 edits.push((span, encoded.into_bytes()));
-                edits.sort_by_key(|(r, _)| r.start);
             }
         }
+        // A client value the decision replaces goes away with its masked values.
+        masked.retain(|m| {
+            !edits
+                .iter()
+                .any(|(r, _)| !r.is_empty() && r.start <= m.range.start && m.range.end <= r.end)
+        });
+        let per_kind = self.mask.count_by_kind(&masked);
+        edits.extend(masked.iter().map(|m| {
+            let placeholder = self.mask.placeholder(m.entry).as_bytes().to_vec();
+            (m.range.clone(), placeholder)
+        }));
+        edits.sort_by_key(|(r, _)| (r.start, r.end));
         let new_body = splice(&body, &edits).ok_or(RewriteError::Span)?;
         host.replace_body_prefix(body.len(), &new_body)?;
         if self.content_length.is_some() {
             host.set_request_header("content-length", &new_body.len().to_string());
         }
-        for (kind, n) in &masked.per_kind {
+        for (kind, n) in &per_kind {
             host.increment_counter(&format!("{MASKED_COUNTER_PREFIX}{kind}"), u64::from(*n));
         }
         let mask = std::mem::take(&mut self.mask);
-        if self.config.pii.restore && !masked.per_kind.is_empty() {
+        if self.config.pii.restore && !per_kind.is_empty() {
             let pairs = mask
                 .entries()
                 .iter()
@@ -877,7 +902,7 @@ impl HttpFilter {
             let limit = usize::try_from(self.config.pii.max_restore_bytes).unwrap_or(usize::MAX);
             self.restore = Some(ResponseRestore::new(Restorer::new(pairs), limit));
         }
-        Ok(masked.per_kind.iter().map(|(_, n)| n).sum())
+        Ok(per_kind.iter().map(|(_, n)| n).sum())
     }
 
     fn rewrite_model<H: Host>(&mut self, host: &mut H, model: &str) -> Result<(), RewriteError> {

@@ -9,6 +9,7 @@
 //!   from the response callbacks);
 //! - [`request`]: OpenAI request extraction (model, stream, prompt, scan text);
 //! - [`config`]: the validated filter configuration;
+//! - [`request_edits`]: a decision's reasoning effort and system prompt spliced into the body;
 //! - [`policy`]: routing, jailbreak and PII decisions;
 //! - [`error_response`]: OpenAI-style error replies;
 //! - [`buffered`]: the buffered design's extraction (`serde_json`), the benchmarks' baseline;
@@ -45,6 +46,7 @@ pub mod pii_restore;
 pub mod policy;
 pub mod prompt;
 pub mod request;
+pub mod request_edits;
 pub mod request_path;
 pub mod response_restore;
 #[cfg(any(test, feature = "testing"))]

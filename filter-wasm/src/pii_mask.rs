@@ -5,9 +5,10 @@
 //! types to mask into values, each with a placeholder such as `<EMAIL_ADDRESS_1>`
 //! (numbered per type in order of first detection; one value, one placeholder).
 //! [`MaskTable::edits`] then finds *every* occurrence of every value in every string
-//! value of the whole body, so that a value is masked also where compression dropped the
-//! sentence that carried it, and returns raw byte edits: the body stays valid JSON and
-//! every other byte is unchanged. Matching is exact on decoded text (escapes such as
+//! value of the whole body (object keys are left alone), so that a value is masked also
+//! where compression dropped the sentence that carried it, and returns raw byte ranges to
+//! replace by the placeholder (plain ASCII, valid inside a JSON string as it is): the body
+//! stays valid JSON and every other byte is unchanged. Matching is exact on decoded text (escapes such as
 //! `\u0040` are decoded first, and the edit covers the escape's raw bytes) and respects
 //! word boundaries: a value that starts (ends) with a letter or digit does not match
 //! after (before) one.
@@ -43,20 +44,14 @@ pub struct MaskTable {
     entries: Vec<MaskEntry>,
 }
 
-/// The edits that mask one body.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Masked {
-    /// Raw byte ranges of the body and their replacements, sorted and disjoint.
-    pub edits: Vec<(Range<usize>, Vec<u8>)>,
-    /// Occurrences replaced per entity type, in table order.
-    pub per_kind: Vec<(String, u32)>,
-}
-
-impl Masked {
-    /// Occurrences replaced in all.
-    pub fn total(&self) -> u32 {
-        self.per_kind.iter().map(|(_, n)| n).sum()
-    }
+/// One occurrence to mask: a raw byte range of the body and the entry whose value it
+/// holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaskEdit {
+    /// Raw byte range of the body.
+    pub range: Range<usize>,
+    /// Index into [`MaskTable::entries`].
+    pub entry: usize,
 }
 
 /// `t` as placeholder text: upper case ASCII letters, digits and `_`.
@@ -160,13 +155,13 @@ impl MaskTable {
         found
     }
 
-    /// Edits that mask every occurrence of the table's values in the string values of
-    /// `body` (a complete JSON text), leaving out the string whose contents span `keep`
-    /// (the `model` value). `None` when the body's strings cannot be read.
-    pub fn edits(&self, body: &[u8], keep: Option<Range<usize>>) -> Option<Masked> {
-        let mut masked = Masked::default();
+    /// Every occurrence of the table's values in the string values of `body` (a
+    /// complete JSON text), sorted and disjoint, leaving out the string whose contents
+    /// span `keep` (the `model` value). `None` when the body's strings cannot be read.
+    pub fn edits(&self, body: &[u8], keep: Option<Range<usize>>) -> Option<Vec<MaskEdit>> {
+        let mut out = Vec::new();
         if self.is_empty() {
-            return Some(masked);
+            return Some(out);
         }
         for v in string_values(body)? {
             if keep.as_ref() == Some(&v.value) {
@@ -174,20 +169,35 @@ impl MaskTable {
             }
             let raw = body.get(v.value.clone())?;
             let decoded = decode(raw)?;
-            for (range, i) in self.matches(&decoded.text) {
-                let entry = self.entries.get(i)?;
+            for (range, entry) in self.matches(&decoded.text) {
                 let r = decoded.raw_range(range)?;
-                masked.edits.push((
-                    v.value.start + r.start..v.value.start + r.end,
-                    entry.placeholder.as_bytes().to_vec(),
-                ));
-                match masked.per_kind.iter_mut().find(|(k, _)| *k == entry.kind) {
-                    Some((_, n)) => *n += 1,
-                    None => masked.per_kind.push((entry.kind.clone(), 1)),
-                }
+                out.push(MaskEdit {
+                    range: v.value.start + r.start..v.value.start + r.end,
+                    entry,
+                });
             }
         }
-        Some(masked)
+        Some(out)
+    }
+
+    /// The placeholder of entry `i` (empty when out of range).
+    pub fn placeholder(&self, i: usize) -> &str {
+        self.entries.get(i).map_or("", |e| e.placeholder.as_str())
+    }
+
+    /// Occurrences per entity type among `edits`, in table order of first appearance.
+    pub fn count_by_kind(&self, edits: &[MaskEdit]) -> Vec<(String, u32)> {
+        let mut counts: Vec<(String, u32)> = Vec::new();
+        for e in edits {
+            let Some(entry) = self.entries.get(e.entry) else {
+                continue;
+            };
+            match counts.iter_mut().find(|(k, _)| *k == entry.kind) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((entry.kind.clone(), 1)),
+            }
+        }
+        counts
     }
 }
 
@@ -215,10 +225,19 @@ mod tests {
         MaskTable::from_entities(&entities, text, "", &types, 0.5)
     }
 
+    fn apply(t: &MaskTable, body: &str, keep: Option<Range<usize>>) -> (String, u32) {
+        let m = t.edits(body.as_bytes(), keep).unwrap();
+        let edits: Vec<(Range<usize>, Vec<u8>)> = m
+            .iter()
+            .map(|e| (e.range.clone(), t.placeholder(e.entry).as_bytes().to_vec()))
+            .collect();
+        let out = splice(body.as_bytes(), &edits).unwrap();
+        let total = t.count_by_kind(&m).iter().map(|(_, n)| n).sum();
+        (String::from_utf8(out).unwrap(), total)
+    }
+
     fn mask(t: &MaskTable, body: &str) -> (String, u32) {
-        let m = t.edits(body.as_bytes(), None).unwrap();
-        let out = splice(body.as_bytes(), &m.edits).unwrap();
-        (String::from_utf8(out).unwrap(), m.total())
+        apply(t, body, None)
     }
 
     #[test]
@@ -292,11 +311,8 @@ mod tests {
     fn the_model_value_is_kept() {
         let t = table("to a@x.io", &[("EMAIL_ADDRESS", "a@x.io")]);
         let body = r#"{"model":"a@x.io","prompt":"a@x.io"}"#;
-        let m = t.edits(body.as_bytes(), Some(10..16)).unwrap();
-        let out = splice(body.as_bytes(), &m.edits).unwrap();
-        assert_eq!(
-            String::from_utf8(out).unwrap(),
-            r#"{"model":"a@x.io","prompt":"<EMAIL_ADDRESS_1>"}"#
-        );
+        let (out, n) = apply(&t, body, Some(10..16));
+        assert_eq!(out, r#"{"model":"a@x.io","prompt":"<EMAIL_ADDRESS_1>"}"#);
+        assert_eq!(n, 1);
     }
 }

@@ -13,6 +13,7 @@ use semroute_proto::v1::ClassifyResponse;
 
 use crate::config::{Conditions, FailureMode, FilterConfig, JailbreakAction, PiiAction};
 use crate::error_response::ErrorResponse;
+use crate::request_edits::RequestEdits;
 
 /// Why the daemon's answer could not be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +83,8 @@ pub struct Route {
     /// PII entity types to mask in the body sent upstream (`pii.mask`, or the chosen
     /// rule's `pii_mask`); empty without a daemon reply.
     pub mask: Vec<String>,
+    /// The chosen rule's reasoning effort and system prompt; empty for every other route.
+    pub edits: RequestEdits,
 }
 
 /// The outcome for one request.
@@ -172,6 +175,7 @@ pub fn without_classification(
         jailbreak_mark: None,
         fallback,
         mask: Vec::new(),
+        edits: RequestEdits::default(),
     })
 }
 
@@ -294,6 +298,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                     jailbreak_mark,
                     fallback: None,
                     mask: Vec::new(),
+                    edits: d.request_edits(),
                 }
             }
             None => Route {
@@ -304,6 +309,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                 jailbreak_mark,
                 fallback: None,
                 mask: Vec::new(),
+                edits: RequestEdits::default(),
             },
         }
     } else {
@@ -315,6 +321,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
             jailbreak_mark,
             fallback: None,
             mask: Vec::new(),
+            edits: RequestEdits::default(),
         }
     };
     if config.pii.enabled {
@@ -336,6 +343,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                     route.model = Some(local.clone());
                     route.rewrite_body = true;
                     route.decision = "pii-route".into();
+                    route.edits = RequestEdits::default();
                 }
                 _ => {
                     return Verdict::Reject {

@@ -12,7 +12,7 @@ use semroute_filter::testing::{classify_reply, MockHost};
 use semroute_proto::v1::{ClassifyResponse, PiiEntity};
 use serde_json::{json, Value};
 
-const MASK: &str = r#"{"pii": {"allow": ["PERSON"], "mask": ["EMAIL_ADDRESS", "US_SSN"], "action": "block"},
+const MASK: &str = r#"{"pii": {"allow": [], "mask": ["EMAIL_ADDRESS", "US_SSN", "PERSON"], "action": "block"},
   "limits": {"max_body_bytes": 1048576, "small_body_bytes": 0}}"#;
 
 /// A daemon reply that reports each `(type, value)` at its first place in the text (or
@@ -315,6 +315,19 @@ proptest! {
         let email = format!("{local}@mail.example");
         let user = format!("{before} {email} {after} {email}.");
         let got = round_trip(&user, &[("EMAIL_ADDRESS", email.as_str())], delta, &cuts);
+        prop_assert_eq!(got, user);
+    }
+
+    /// Values with quotes, backslashes, control characters and non-ASCII text: masked in
+    /// their escaped form, restored as JSON inside the streamed JSON strings.
+    #[test]
+    fn odd_values_are_escaped_both_ways(
+        value in "[A-Z][a-z\"\\\t\n\u{1}é😀 ']{2,12}[a-z]",
+        delta in 1usize..4,
+        cuts in proptest::collection::vec(0usize..4000, 0..4),
+    ) {
+        let user = format!("Dear {value}, thanks. Regards to {value}!");
+        let got = round_trip(&user, &[("PERSON", value.as_str())], delta, &cuts);
         prop_assert_eq!(got, user);
     }
 }

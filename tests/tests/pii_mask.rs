@@ -3,7 +3,9 @@
 //! the upstream (`GET /last-request`) never receives an original value, the body it got
 //! differs from the client's only in the masked strings, and the client reads its own
 //! values back in the upstream's echo: JSON and streamed answers (1–3 character deltas),
-//! content arrays and tool messages, the Responses API and legacy completions.
+//! content arrays and tool messages, the Responses API and legacy completions. A
+//! decision's reasoning effort and system prompt arrive with the requests it routes and
+//! with no others.
 
 mod common;
 
@@ -105,6 +107,12 @@ async fn masked_upstream_restored_client() {
     // A loaded machine must not turn classified requests into fallbacks (which mask
     // nothing).
     config["daemon"]["timeout_ms"] = json!(10_000);
+    let law = config["decisions"]
+        .as_array_mut()
+        .and_then(|d| d.iter_mut().find(|d| d["name"] == "law"))
+        .expect("a law decision in envoy.yaml");
+    law["reasoning_effort"] = json!("high");
+    law["system_prompt"] = json!("Cite the statute and say \"not legal advice\".");
     let router = start(RouterOptions {
         daemon: true,
         filter_config: Some(config),
@@ -181,4 +189,43 @@ async fn masked_upstream_restored_client() {
         .unwrap_or_default()
         .to_string();
     assert!(text.ends_with(&echo), "{text}");
+
+    request_edits_follow_the_decision(&router).await;
+}
+
+/// The law decision's reasoning effort and system prompt reach the law model, on chat and
+/// Responses; a request another decision routes arrives without them.
+async fn request_edits_follow_the_decision(router: &Router) {
+    const LAW: &str = "Under the doctrine of adverse possession, how many years of open and \
+        continuous occupation does a claimant need before acquiring title to the land?";
+    const MATH: &str = "What is the derivative of x^3 + 2x with respect to x?";
+    let prompt = "Cite the statute and say \"not legal advice\".";
+    let chat = |q: &str| json!({"model": "auto", "messages": [{"role": "user", "content": q}]});
+    let r = post(router, "/v1/chat/completions", chat(LAW).to_string(), &[]).await;
+    assert_eq!(
+        r.header("x-semroute-decision"),
+        Some("law"),
+        "{}",
+        r.report()
+    );
+    let got: Value = serde_json::from_str(&last_request(router, &r)).expect("JSON");
+    assert_eq!(got["reasoning_effort"], "high");
+    assert_eq!(
+        got["messages"][0],
+        json!({"role": "system", "content": prompt})
+    );
+    assert_eq!(got["messages"][1], chat(LAW)["messages"][0]);
+
+    let responses = json!({"model": "auto", "input": LAW});
+    let r = post(router, "/v1/responses", responses.to_string(), &[]).await;
+    assert_eq!(r.header("x-semroute-decision"), Some("law"));
+    let got: Value = serde_json::from_str(&last_request(router, &r)).expect("JSON");
+    assert_eq!(got["reasoning"], json!({"effort": "high"}));
+    assert_eq!(got["instructions"], prompt);
+
+    let r = post(router, "/v1/chat/completions", chat(MATH).to_string(), &[]).await;
+    assert_eq!(r.header("x-semroute-decision"), Some("math"));
+    let got: Value = serde_json::from_str(&last_request(router, &r)).expect("JSON");
+    assert!(got.get("reasoning_effort").is_none(), "{got}");
+    assert_eq!(got["messages"].as_array().map(Vec::len), Some(1), "{got}");
 }

@@ -110,10 +110,38 @@ fn hex4(raw: &[u8], at: usize) -> Option<u32> {
 /// Decodes the contents of a JSON string (the bytes between its quotes). `None` on an
 /// invalid escape, a lone surrogate, invalid UTF-8 or a raw control character.
 pub fn decode(raw: &[u8]) -> Option<Decoded> {
-    let mut text = String::with_capacity(raw.len());
     let mut raw_at = Vec::with_capacity(raw.len() + 1);
+    let text = decode_into(raw, Some(&mut raw_at))?;
+    Some(Decoded { text, raw_at })
+}
+
+/// [`decode`] without the map back to raw offsets.
+pub fn decode_text(raw: &[u8]) -> Option<String> {
+    decode_into(raw, None)
+}
+
+fn decode_into(raw: &[u8], mut raw_at: Option<&mut Vec<usize>>) -> Option<String> {
+    let mut text = String::with_capacity(raw.len());
     let mut i = 0;
     while i < raw.len() {
+        // A run of bytes that decode to themselves, validated and copied at once (it ends
+        // at an ASCII byte, so never inside a UTF-8 sequence).
+        let rest = raw.get(i..)?;
+        let run = rest
+            .iter()
+            .position(|b| *b == b'\\' || *b < 0x20)
+            .unwrap_or(rest.len());
+        if run > 0 {
+            let plain = std::str::from_utf8(rest.get(..run)?).ok()?;
+            if let Some(map) = raw_at.as_deref_mut() {
+                for (k, c) in plain.char_indices() {
+                    map.extend(std::iter::repeat_n(i + k, c.len_utf8()));
+                }
+            }
+            text.push_str(plain);
+            i += run;
+            continue;
+        }
         let b = *raw.get(i)?;
         let (c, len) = if b == b'\\' {
             match raw.get(i + 1)? {
@@ -155,21 +183,36 @@ pub fn decode(raw: &[u8]) -> Option<Decoded> {
             let s = std::str::from_utf8(raw.get(i..i + width)?).ok()?;
             (s.chars().next()?, width)
         };
-        for _ in 0..c.len_utf8() {
-            raw_at.push(i);
+        if let Some(map) = raw_at.as_deref_mut() {
+            map.extend(std::iter::repeat_n(i, c.len_utf8()));
         }
         text.push(c);
         i += len;
     }
-    raw_at.push(raw.len());
-    Some(Decoded { text, raw_at })
+    if let Some(map) = raw_at {
+        map.push(raw.len());
+    }
+    Some(text)
 }
 
 /// Appends `s` as the contents of a JSON string: `"` and `\` escaped, control
 /// characters as `\n`, `\r`, `\t`, `\b`, `\f` or `\u00XX`, everything else verbatim
 /// (non-ASCII as UTF-8).
 pub fn push_escaped(out: &mut Vec<u8>, s: &str) {
-    for c in s.chars() {
+    let mut rest = s;
+    while !rest.is_empty() {
+        // Characters written as they are, copied at once.
+        let run = rest
+            .bytes()
+            .position(|b| b == b'"' || b == b'\\' || b < 0x20)
+            .unwrap_or(rest.len());
+        let (plain, tail) = rest.split_at(run);
+        out.extend_from_slice(plain.as_bytes());
+        let mut chars = tail.chars();
+        let Some(c) = chars.next() else {
+            break;
+        };
+        rest = chars.as_str();
         match c {
             '"' => out.extend_from_slice(b"\\\""),
             '\\' => out.extend_from_slice(b"\\\\"),

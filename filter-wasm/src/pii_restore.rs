@@ -18,7 +18,13 @@
 
 use std::ops::Range;
 
-use crate::json_strings::{decode, push_escaped, splice, string_values};
+use crate::json_strings::{decode_text, push_escaped, splice, string_values};
+
+/// True when `raw` (JSON text) may hold a placeholder: it has a `<`, or an escape that
+/// could be one (`\u003c`).
+fn may_hold_placeholder(raw: &[u8]) -> bool {
+    raw.iter().any(|b| *b == b'<' || *b == b'\\')
+}
 
 /// Fields of streamed events that carry text deltas.
 const DELTA_FIELDS: [&str; 5] = ["content", "arguments", "delta", "text", "refusal"];
@@ -98,10 +104,16 @@ impl Restorer {
     pub fn restore_json(&self, text: &[u8]) -> Option<Vec<u8>> {
         let mut edits = Vec::new();
         for v in string_values(text)? {
-            let Some(d) = text.get(v.value.clone()).and_then(decode) else {
+            let Some(raw) = text.get(v.value.clone()) else {
                 continue;
             };
-            let (restored, n) = self.restore_text(&d.text);
+            if !may_hold_placeholder(raw) {
+                continue;
+            }
+            let Some(decoded) = decode_text(raw) else {
+                continue;
+            };
+            let (restored, n) = self.restore_text(&decoded);
             if n > 0 {
                 let mut raw = Vec::with_capacity(restored.len() + 8);
                 push_escaped(&mut raw, &restored);
@@ -187,14 +199,23 @@ pub struct SseRestore {
     gave_up: bool,
 }
 
-/// End of the first event in `buf` (after its blank line).
+/// End of the first event in `buf` (after its blank line: `\n\n` or `\r\n\r\n`), found
+/// in one pass.
 fn event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|p| p + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
+    let mut from = 0;
+    while let Some(p) = buf.get(from..)?.iter().position(|b| *b == b'\n') {
+        let lf = from + p;
+        match buf.get(lf + 1) {
+            Some(b'\n') => return Some(lf + 2),
+            Some(b'\r')
+                if buf.get(lf + 2) == Some(&b'\n') && lf > 0 && buf.get(lf - 1) == Some(&b'\r') =>
+            {
+                return Some(lf + 3)
+            }
+            _ => from = lf + 1,
+        }
     }
+    None
 }
 
 impl SseRestore {
@@ -223,10 +244,15 @@ impl SseRestore {
             return out;
         }
         self.pending.extend_from_slice(chunk);
-        while let Some(end) = event_end(&self.pending) {
-            let event: Vec<u8> = self.pending.drain(..end).collect();
+        let pending = std::mem::take(&mut self.pending);
+        let mut at = 0;
+        while let Some(end) = pending.get(at..).and_then(event_end) {
+            let event = pending.get(at..at + end).unwrap_or_default();
             self.event(event, &mut out);
+            at += end;
         }
+        self.pending = pending;
+        self.pending.drain(..at);
         if self.pending.len() > self.limit {
             self.gave_up = true;
             if let Some(h) = self.held.take() {
@@ -237,7 +263,7 @@ impl SseRestore {
         if end_of_stream {
             let rest = std::mem::take(&mut self.pending);
             if !rest.is_empty() {
-                self.event(rest, &mut out);
+                self.event(&rest, &mut out);
             }
             if let Some(h) = self.held.take() {
                 h.emit(true, &mut out);
@@ -246,8 +272,12 @@ impl SseRestore {
         out
     }
 
-    fn event(&mut self, event: Vec<u8>, out: &mut Vec<u8>) {
-        let strings = data_payload(&event).and_then(|p| {
+    fn event(&mut self, event: &[u8], out: &mut Vec<u8>) {
+        if self.held.is_none() && !may_hold_placeholder(event) {
+            out.extend_from_slice(event);
+            return;
+        }
+        let strings = data_payload(event).and_then(|p| {
             let payload = event.get(p.clone())?;
             let values = string_values(payload)?;
             Some((p.start, values))
@@ -256,7 +286,7 @@ impl SseRestore {
             if let Some(h) = self.held.take() {
                 h.emit(true, out);
             }
-            out.extend_from_slice(&event);
+            out.extend_from_slice(event);
             return;
         };
         let mut edits = Vec::new();
@@ -266,7 +296,7 @@ impl SseRestore {
         let held_field = self.held.as_ref().map(|h| h.field.clone());
         for v in values {
             let range = base + v.value.start..base + v.value.end;
-            let Some(d) = event.get(range.clone()).and_then(decode) else {
+            let Some(decoded) = event.get(range.clone()).and_then(decode_text) else {
                 continue;
             };
             let key = v
@@ -286,7 +316,7 @@ impl SseRestore {
                 }
             };
             let field = (key, ordinal);
-            let mut text = d.text;
+            let mut text = decoded;
             let mut changed = false;
             if delta && held_field.as_ref() == Some(&field) {
                 if let Some(h) = self.held.take() {
@@ -323,7 +353,7 @@ impl SseRestore {
         match hold {
             Some((field, range, head, tail)) => {
                 self.held = Some(Held {
-                    event,
+                    event: event.to_vec(),
                     edits,
                     field,
                     range,
@@ -331,9 +361,9 @@ impl SseRestore {
                     tail,
                 });
             }
-            None => match splice(&event, &edits) {
+            None => match splice(event, &edits) {
                 Some(bytes) => out.extend_from_slice(&bytes),
-                None => out.extend_from_slice(&event),
+                None => out.extend_from_slice(event),
             },
         }
     }
@@ -420,6 +450,14 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("data: ").count(), 5);
         assert!(text.ends_with("data: [DONE]\n\n"));
+    }
+
+    #[test]
+    fn events_end_at_a_blank_line() {
+        assert_eq!(event_end(b"data: a\n\ndata: b"), Some(9));
+        assert_eq!(event_end(b"data: a\r\n\r\ndata: b"), Some(11));
+        assert_eq!(event_end(b"data: a\n\r\n"), None);
+        assert_eq!(event_end(b"data: a\r\n"), None);
     }
 
     #[test]

@@ -39,6 +39,13 @@
 //! `serde_json`'s sorted order, so `content` precedes `role`: the filter cannot
 //! know a message is the user's until it has read it. The filter
 //! configuration is the one embedded in the repository's `envoy.yaml`.
+//!
+//! **PII restore in answers**: a request whose e-mail address was masked, then its
+//! answer fed to the response callbacks in body chunks: an SSE stream of generated prose
+//! in token-sized deltas (4 characters per event, the placeholder once in about 80 words,
+//! often split across events) and a JSON answer of the same text. Measured per MiB of
+//! answer: the filter with restore against the same filter with `pii.restore: false`
+//! (which leaves the answer alone), in the same run.
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -46,15 +53,15 @@ use std::time::{Duration, Instant};
 
 use prost::Message;
 use semroute_e2e::bench::{
-    history_body, instant_reply, last_turn_body, quantile, size_name, timing,
+    history_body, instant_reply, last_turn_body, quantile, size_name, timing, Prose,
 };
 use semroute_e2e::default_filter_config;
 use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
 use semroute_filter::prompt::{reduction, text_spans, PromptBuilder, TokenCalibration};
-use semroute_proto::v1::ClassifyRequest;
-use serde_json::Value;
+use semroute_proto::v1::{ClassifyRequest, PiiEntity};
+use serde_json::{json, Value};
 
 struct Args {
     sizes: Vec<usize>,
@@ -118,6 +125,9 @@ fn envoy_filter_config() -> Vec<u8> {
 /// that grows chunk by chunk, prefix replacement, one gRPC call.
 struct BenchHost {
     headers: Vec<(String, String)>,
+    response_headers: Vec<(String, String)>,
+    /// The response body buffered for the current callback.
+    response: Vec<u8>,
     body: Vec<u8>,
     /// Prefix replacement (drained bytes, new prefix), applied lazily as
     /// Envoy does without moving the rest of the buffer.
@@ -140,6 +150,8 @@ impl BenchHost {
                 ("content-length".into(), content_length.to_string()),
                 ("x-request-id".into(), "bench".into()),
             ],
+            response_headers: Vec::new(),
+            response: Vec::new(),
             body: Vec::with_capacity(content_length),
             replaced: None,
             dispatched: None,
@@ -169,20 +181,31 @@ impl Host for BenchHost {
     fn remove_request_header(&mut self, name: &str) {
         self.headers.retain(|(k, _)| k != name);
     }
-    fn set_response_header(&mut self, _name: &str, _value: &str) {}
-    fn response_header(&self, _name: &str) -> Option<String> {
-        None
+    fn set_response_header(&mut self, name: &str, value: &str) {
+        self.remove_response_header(name);
+        self.response_headers.push((name.into(), value.into()));
     }
-    fn remove_response_header(&mut self, _name: &str) {}
-    fn response_body(&self, _start: usize, _len: usize) -> Option<Vec<u8>> {
-        None
+    fn response_header(&self, name: &str) -> Option<String> {
+        self.response_headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.response_headers.retain(|(k, _)| k != name);
+    }
+    fn response_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        let end = start.saturating_add(len).min(self.response.len());
+        self.response.get(start..end).map(<[u8]>::to_vec)
     }
     fn set_response_body(
         &mut self,
-        _start: usize,
-        _len: usize,
-        _bytes: &[u8],
+        start: usize,
+        len: usize,
+        bytes: &[u8],
     ) -> Result<(), HostError> {
+        let end = start.saturating_add(len).min(self.response.len());
+        self.response.splice(start..end, bytes.iter().copied());
         Ok(())
     }
     fn increment_counter(&mut self, _name: &str, _by: u64) {}
@@ -346,6 +369,144 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
     (micros(built), micros(cpu), micros(parsed))
 }
 
+/// The e-mail address masked in the restore benchmark's request.
+const EMAIL: &str = "jane.doe@example.com";
+
+/// An answer of about `bytes` bytes of prose with the placeholder in it: an SSE stream
+/// of 4-character deltas (`sse`) or one JSON chat completion.
+fn answer_of_size(bytes: usize, sse: bool) -> Vec<u8> {
+    let mut prose = Prose(7);
+    let mut text = String::new();
+    // The SSE framing multiplies the text about 25 times at 4 characters per event.
+    let want = if sse { bytes / 25 } else { bytes };
+    while text.len() < want {
+        text.push_str(&prose.text(80, usize::MAX));
+        text.push_str(" <EMAIL_ADDRESS_1> ");
+    }
+    if !sse {
+        let answer = json!({"object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}}]});
+        return answer.to_string().into_bytes();
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::new();
+    for piece in chars.chunks(4) {
+        let piece: String = piece.iter().collect();
+        let event = json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "math-model",
+            "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]});
+        out.push_str(&format!("data: {event}\n\n"));
+    }
+    out.push_str("data: [DONE]\n\n");
+    out.into_bytes()
+}
+
+/// One masked request, then `answer` through the response callbacks in `chunk`-byte
+/// body chunks (a JSON answer is buffered by the filter, as Envoy does when it pauses):
+/// the filter's time in the response body callbacks, µs.
+fn run_restore(config: &Rc<FilterConfig>, answer: &[u8], sse: bool, chunk: usize) -> f64 {
+    let body = json!({"model": "auto", "messages": [{"role": "user",
+        "content": format!("What is the integral of x^2? Mail the answer to {EMAIL}.")}]})
+    .to_string();
+    let calibration = Rc::new(Cell::new(TokenCalibration::default()));
+    let mut f = HttpFilter::new(Rc::clone(config), calibration);
+    let mut host = BenchHost::new(body.len(), Vec::new());
+    f.on_request_headers(&mut host, false);
+    host.body.extend_from_slice(body.as_bytes());
+    let len = host.body.len();
+    f.on_request_body(&mut host, len, true);
+    let sent = ClassifyRequest::decode(host.request.as_slice()).expect("Classify request");
+    let text = String::from_utf8_lossy(&sent.text);
+    let at = text.find(EMAIL).expect("the e-mail address was sent") as u32;
+    let mut reply = instant_reply(String::new(), 20);
+    if let Some(p) = reply.pii.as_mut() {
+        p.entities.push(PiiEntity {
+            r#type: "EMAIL_ADDRESS".into(),
+            start: at,
+            end: at + EMAIL.len() as u32,
+            score: 1.0,
+            ..Default::default()
+        });
+    }
+    host.reply = reply.encode_to_vec();
+    let reply_len = host.reply.len();
+    f.on_grpc_response(&mut host, 1, 0, reply_len);
+    assert!(host.resumed, "the request was not resumed");
+    let ctype = if sse {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    host.response_headers = vec![("content-type".into(), ctype.into())];
+    f.on_response_headers(&mut host);
+    let mut spent = Duration::ZERO;
+    let n = answer.len().div_ceil(chunk);
+    for (i, part) in answer.chunks(chunk).enumerate() {
+        if sse {
+            host.response.clear();
+        }
+        host.response.extend_from_slice(part);
+        let buffered = host.response.len();
+        let t = Instant::now();
+        f.on_response_body(&mut host, buffered, i + 1 == n);
+        spent += t.elapsed();
+    }
+    micros(spent)
+}
+
+/// The envoy.yaml configuration with `pii.restore` set to `restore`.
+fn restore_config(restore: bool) -> Rc<FilterConfig> {
+    let mut v = default_filter_config().unwrap_or_else(|e| usage(&format!("envoy.yaml: {e}")));
+    v["pii"]["restore"] = json!(restore);
+    match FilterConfig::from_json(v.to_string().as_bytes()) {
+        Ok(c) => Rc::new(c),
+        Err(e) => usage(&format!("envoy.yaml filter configuration: {e}")),
+    }
+}
+
+/// The PII restore table: per answer kind and size, the filter's time per MiB with and
+/// without restore.
+fn restore_table(args: &Args) {
+    let with = restore_config(true);
+    let without = restore_config(false);
+    println!();
+    println!("## PII restore in answers: filter time in the response body callbacks (native)");
+    println!();
+    println!("| answer | size | chunks | runs | restore p50 | restore per MiB (p50) | restore p99 | no restore p50 | no restore per MiB (p50) |");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for sse in [true, false] {
+        for size in [1 << 20, 4 << 20] {
+            let answer = answer_of_size(size, sse);
+            for _ in 0..2 {
+                run_restore(&with, &answer, sse, args.chunk);
+            }
+            let (mut on, mut off) = (Vec::new(), Vec::new());
+            let started = Instant::now();
+            while on.len() < args.runs && started.elapsed().as_secs_f64() < args.max_seconds {
+                on.push(run_restore(&with, &answer, sse, args.chunk));
+                off.push(run_restore(&without, &answer, sse, args.chunk));
+            }
+            let mib = answer.len() as f64 / (1 << 20) as f64;
+            let (p_on, p_off) = (quantile(&on, 0.5), quantile(&off, 0.5));
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                if sse {
+                    "SSE, 4-character deltas"
+                } else {
+                    "JSON"
+                },
+                size_name(answer.len()),
+                answer.len().div_ceil(args.chunk),
+                on.len(),
+                fmt_us(p_on),
+                fmt_us(p_on / mib),
+                fmt_us(quantile(&on, 0.99)),
+                fmt_us(p_off),
+                fmt_us(p_off / mib),
+            );
+        }
+    }
+}
+
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
@@ -479,4 +640,5 @@ fn main() {
             f50 / b50.max(0.1)
         );
     }
+    restore_table(&args);
 }

@@ -255,6 +255,9 @@ eval: build venv
 	@echo "== shipped vs served"
 	$(PYTHON) scripts/eval_side_by_side.py shipped $(EVAL_OUT)/classifiers-shipped.json $(EVAL_OUT)/pii-shipped.json -- served $(EVAL_OUT)/classifiers-served.json $(EVAL_OUT)/pii-served.json
 	$(PYTHON) scripts/eval_compression.py --eval-dir $(EVAL_DIR)
+	@echo "== PII masking through Envoy: planted values that never reach the upstream"
+	$(CARGO) build --release -p semroute-e2e --bins
+	EVAL_DIR=$(EVAL_DIR) target/release/mask-eval
 
 # ---------------------------------------------------------------- bench
 

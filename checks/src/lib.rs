@@ -7,6 +7,8 @@
 //!   letters as 10 to 35, the number modulo 97 must be 1).
 //! - [`ssn_valid`]: US Social Security Numbers as the SSA issues them (area not 000, 666
 //!   or 900-999; group not 00; serial not 0000).
+//! - [`phone_cue_before`], [`phone_cue_after`], [`card_cue_before`]: the words that make a
+//!   looser digit run a phone or card number ("Fax: 9498777106", "card 501864667909").
 
 #![no_std]
 
@@ -54,6 +56,83 @@ pub fn iban_valid(chars: &[u8]) -> bool {
 /// issuing rules.
 pub fn ssn_valid(area: u32, group: u32, serial: u32) -> bool {
     area != 0 && area != 666 && area < 900 && group != 0 && serial != 0
+}
+
+/// Words that make a digit run right after them a phone number, lower case: "Phone:",
+/// "Tel.", "Mobile", "Fax", "Desk:", "call me on", "you can call", "dial", "messages to",
+/// "not answering at", "my registered".
+pub const PHONE_CUES_BEFORE: [&[u8]; 19] = [
+    b"phone",
+    // "my number is", "reach me on", "ring 5739 3185", "contact: 45364052".
+    b"number is",
+    b"reach",
+    b" ring ",
+    b"contact",
+    b"tel",
+    b"mobile",
+    b"fax",
+    b"desk",
+    b"cell",
+    // "call me on", "you can call 428 0427", "dial 9175 3554".
+    b"call ",
+    b"dial",
+    b"text me",
+    // "not answering at 96 190351", "stop receiving messages to 388 4893", "send an SMS to"
+    // (not "message" alone: "the message had 512 7730 bits").
+    b"answering",
+    b"message to",
+    b"messages to",
+    b"sms",
+    b"whatsapp",
+    // "no message on my registered 668 5702": the number an account is registered to.
+    b"registered",
+];
+
+/// Words that make a digit run right before them a phone number, as in a signature block
+/// ("781 1704 office", "3660170548-Fax").
+pub const PHONE_CUES_AFTER: [&[u8]; 5] = [b"office", b"fax", b"mobile", b"cell", b"home"];
+
+/// Words that make a 12-digit Luhn-valid run right after them a card number (ISO/IEC
+/// 7812 numbers are 12 to 19 digits; 12-digit ones, such as some Maestro cards, are read
+/// as cards only next to one of these), lower case.
+pub const CARD_CUES_BEFORE: [&[u8]; 6] =
+    [b"card", b"cc ", b"maestro", b"visa", b"debit", b"credit"];
+
+/// Bytes before a digit run searched for a cue word.
+pub const CUE_WINDOW: usize = 16;
+
+fn contains(window: &[u8], words: &[&[u8]]) -> bool {
+    words
+        .iter()
+        .any(|w| window.windows(w.len()).any(|x| x.eq_ignore_ascii_case(w)))
+}
+
+/// Whether `before` (the [`CUE_WINDOW`] bytes before a digit run, any case) holds a phone
+/// word.
+pub fn phone_cue_before(before: &[u8]) -> bool {
+    contains(before, &PHONE_CUES_BEFORE)
+}
+
+/// Whether `after` (the text right after a digit run) starts, past spaces, hyphens,
+/// parentheses and commas, with a phone word that ends there.
+pub fn phone_cue_after(after: &[u8]) -> bool {
+    let start = after
+        .iter()
+        .position(|x| !matches!(x, b' ' | b'-' | b'(' | b','))
+        .unwrap_or(after.len());
+    let after = after.get(start..).unwrap_or_default();
+    PHONE_CUES_AFTER.iter().any(|w| {
+        after
+            .get(..w.len())
+            .is_some_and(|x| x.eq_ignore_ascii_case(w))
+            && !after.get(w.len()).is_some_and(|x| x.is_ascii_alphabetic())
+    })
+}
+
+/// Whether `before` (the [`CUE_WINDOW`] bytes before a digit run, any case) holds a card
+/// word.
+pub fn card_cue_before(before: &[u8]) -> bool {
+    contains(before, &CARD_CUES_BEFORE)
 }
 
 #[cfg(test)]
@@ -108,5 +187,18 @@ mod tests {
         ] {
             assert!(!ssn_valid(a, g, s), "{a}-{g}-{s}");
         }
+    }
+
+    #[test]
+    fn cue_words() {
+        assert!(phone_cue_before(b"\nFax: "));
+        assert!(phone_cue_before(b"call me on "));
+        assert!(!phone_cue_before(b"the year "));
+        assert!(phone_cue_after(b"-Fax\n"));
+        assert!(phone_cue_after(b" office"));
+        assert!(!phone_cue_after(b" officer"));
+        assert!(card_cue_before(b"for this card: "));
+        assert!(card_cue_before(b"amount for cc "));
+        assert!(!card_cue_before(b"order number "));
     }
 }

@@ -158,6 +158,7 @@ impl BufferedStream {
             signals: signals_needed(&self.config, auto),
             scan_text: scan_text.into_bytes(),
             scan_flagged_sentences: Vec::new(),
+            pattern_text: compressed.pattern_text.into_bytes(),
         };
         hostcalls::dispatch_grpc_call(
             &self.config.daemon.cluster,

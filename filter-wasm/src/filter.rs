@@ -31,17 +31,17 @@ use semroute_proto::signal;
 use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Timings};
 use thiserror::Error;
 
+use crate::body_rewrite::{self, BodyState, RewriteError};
 use crate::compression::SCORED_ALONE;
 use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
-use crate::json_strings::splice;
 use crate::pii_mask::MaskTable;
 use crate::pii_restore::Restorer;
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
 use crate::prompt::{reduction, text_spans, TokenCalibration};
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
-use crate::request_edits::{self, RequestEdits};
+use crate::request_edits::RequestEdits;
 use crate::request_path;
 use crate::response_restore::ResponseRestore;
 
@@ -190,6 +190,7 @@ pub struct HttpFilter {
     /// masked) to read the values of the PII entities it reports.
     sent_text: String,
     sent_scan_text: String,
+    sent_pattern_text: String,
     /// Values to mask in the body, from the daemon's reply.
     mask: MaskTable,
     /// Restore of the masked values in the answer.
@@ -204,6 +205,22 @@ pub struct HttpFilter {
 /// byte limit is far below).
 fn header_value_ok(v: &str) -> bool {
     !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// The prompt's and the scan text's [`crate::compression::Compressed::pattern_text`]
+/// joined, whole sentences only, within `MAX_PATTERN_TEXT_BYTES`.
+fn join_pattern_text(mut prompt: String, scan: &str) -> String {
+    for sentence in scan.split('\n').filter(|s| !s.is_empty()) {
+        let sep = usize::from(!prompt.is_empty());
+        if prompt.len() + sep + sentence.len() > semroute_proto::MAX_PATTERN_TEXT_BYTES {
+            break;
+        }
+        if sep == 1 {
+            prompt.push('\n');
+        }
+        prompt.push_str(sentence);
+    }
+    prompt
 }
 
 fn lower(s: &str) -> String {
@@ -250,6 +267,7 @@ impl HttpFilter {
             applied: None,
             sent_text: String::new(),
             sent_scan_text: String::new(),
+            sent_pattern_text: String::new(),
             mask: MaskTable::default(),
             restore: None,
             api: None,
@@ -539,19 +557,24 @@ impl HttpFilter {
         } else {
             Vec::new()
         };
-        let compressed = builder.compress_to_budget(&pinned);
+        let mut compressed = builder.compress_to_budget(&pinned);
         // Earlier turns and tool output go to the same budget, their risk-flagged sentences
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
         let mut scan_builder = extractor.take_scan_builder();
-        let (mut scan_text, mut scan_flagged, scan_risk) = scan_builder
+        let (mut scan_text, mut scan_flagged, scan_risk, scan_patterns) = scan_builder
             .as_mut()
             .map(|b| {
                 let c = b.compress_to_budget(&[]);
-                (c.text, c.flagged_sentences, c.risk)
+                (c.text, c.flagged_sentences, c.risk, c.pattern_text)
             })
             .unwrap_or_default();
+        let pattern_text = if signals.iter().any(|s| s == signal::PII) {
+            join_pattern_text(std::mem::take(&mut compressed.pattern_text), &scan_patterns)
+        } else {
+            String::new()
+        };
         self.jailbreak_cue = compressed.risk.union(scan_risk).intersects(SCORED_ALONE);
         facts.jailbreak_cue = self.jailbreak_cue;
         self.compress_us = host.now_us().saturating_sub(t0);
@@ -573,6 +596,7 @@ impl HttpFilter {
         if self.config.may_mask() {
             self.sent_text = text.clone();
             self.sent_scan_text = scan_text.clone();
+            self.sent_pattern_text = pattern_text.clone();
         }
         let request = ClassifyRequest {
             request_id: self.request_id.clone(),
@@ -582,6 +606,7 @@ impl HttpFilter {
             scan_text: scan_text.into_bytes(),
             flagged_sentences: text_spans(&flagged),
             scan_flagged_sentences: text_spans(&scan_flagged),
+            pattern_text: pattern_text.into_bytes(),
         };
         let timeout = Duration::from_millis(self.config.daemon.timeout_ms);
         match host.dispatch_classify(
@@ -685,8 +710,11 @@ impl HttpFilter {
                     if let (Verdict::Route(route), Some(pii)) = (&verdict, &reply.pii) {
                         self.mask = MaskTable::from_entities(
                             &pii.entities,
-                            &self.sent_text,
-                            &self.sent_scan_text,
+                            [
+                                &self.sent_text,
+                                &self.sent_scan_text,
+                                &self.sent_pattern_text,
+                            ],
                             &route.mask,
                             self.config.pii.min_score,
                         );
@@ -705,6 +733,7 @@ impl HttpFilter {
         };
         self.sent_text = String::new();
         self.sent_scan_text = String::new();
+        self.sent_pattern_text = String::new();
         self.verdict = Some(verdict);
         if self.progress(host, false) == Action::Continue {
             host.resume_request();
@@ -827,68 +856,29 @@ impl HttpFilter {
         parts.join(", ")
     }
 
-    /// Rewrites the whole body: `model` (when given) spliced in, the decision's request
-    /// `edits` made, and every value of the mask replaced by its placeholder; sets up
-    /// the restore of the answer. Returns the number of values replaced.
+    /// Rewrites the whole body ([`body_rewrite::whole_body`]) and sets up the restore of
+    /// the answer. Returns the number of values replaced.
     fn rewrite_whole_body<H: Host>(
         &mut self,
         host: &mut H,
         model: Option<&str>,
         request_edits: &RequestEdits,
     ) -> Result<u32, RewriteError> {
-        let body = host
-            .request_body(0, self.scanned)
-            .ok_or(RewriteError::Read)?;
-        if body.len() != self.scanned {
-            return Err(RewriteError::Read);
-        }
-        let model_span = match self
-            .extractor
-            .as_ref()
-            .and_then(|e| e.extracted().model.clone())
-        {
-            Some(ModelValue::String {
-                name,
-                raw_start,
-                raw_end,
-            }) => {
-                let start = usize::try_from(raw_start).map_err(|_| RewriteError::Span)?;
-                let end = usize::try_from(raw_end).map_err(|_| RewriteError::Span)?;
-                if end < start + 2 || end > body.len() {
-                    return Err(RewriteError::Span);
-                }
-                Some((start..end, name))
-            }
-            _ => None,
-        };
-        let keep = model_span.as_ref().map(|(r, _)| r.start + 1..r.end - 1);
-        let mut masked = self.mask.edits(&body, keep).ok_or(RewriteError::Span)?;
-        let api = self.api.unwrap_or(Api::ChatCompletions);
-        let mut edits =
-            request_edits::locate(&body, api, request_edits).ok_or(RewriteError::Span)?;
-        if let (Some(model), Some((span, name))) = (model, model_span) {
-            if name.as_deref() != Some(model) {
-                let encoded = serde_json::to_string(model).map_err(|_| RewriteError::Encode)?;
-                edits.push((span, encoded.into_bytes()));
-            }
-        }
-        // A client value the decision replaces goes away with its masked values.
-        masked.retain(|m| {
-            !edits
-                .iter()
-                .any(|(r, _)| !r.is_empty() && r.start <= m.range.start && m.range.end <= r.end)
-        });
-        let per_kind = self.mask.count_by_kind(&masked);
-        edits.extend(masked.iter().map(|m| {
-            let placeholder = self.mask.placeholder(m.entry).as_bytes().to_vec();
-            (m.range.clone(), placeholder)
-        }));
-        edits.sort_by_key(|(r, _)| (r.start, r.end));
-        let new_body = splice(&body, &edits).ok_or(RewriteError::Span)?;
-        host.replace_body_prefix(body.len(), &new_body)?;
-        if self.content_length.is_some() {
-            host.set_request_header("content-length", &new_body.len().to_string());
-        }
+        let per_kind = body_rewrite::whole_body(
+            host,
+            &BodyState {
+                scanned: self.scanned,
+                model: self
+                    .extractor
+                    .as_ref()
+                    .and_then(|e| e.extracted().model.clone()),
+                api: self.api.unwrap_or(Api::ChatCompletions),
+                content_length: self.content_length.is_some(),
+            },
+            model,
+            &self.mask,
+            request_edits,
+        )?;
         for (kind, n) in &per_kind {
             host.increment_counter(&format!("{MASKED_COUNTER_PREFIX}{kind}"), u64::from(*n));
         }
@@ -906,41 +896,16 @@ impl HttpFilter {
     }
 
     fn rewrite_model<H: Host>(&mut self, host: &mut H, model: &str) -> Result<(), RewriteError> {
-        let Some(ModelValue::String {
-            name,
-            raw_start,
-            raw_end,
-        }) = self
-            .extractor
-            .as_ref()
-            .and_then(|e| e.extracted().model.clone())
-        else {
-            return Ok(());
+        let state = BodyState {
+            scanned: self.scanned,
+            model: self
+                .extractor
+                .as_ref()
+                .and_then(|e| e.extracted().model.clone()),
+            api: self.api.unwrap_or(Api::ChatCompletions),
+            content_length: self.content_length.is_some(),
         };
-        if name.as_deref() == Some(model) {
-            return Ok(());
-        }
-        let start = usize::try_from(raw_start).map_err(|_| RewriteError::Span)?;
-        let end = usize::try_from(raw_end).map_err(|_| RewriteError::Span)?;
-        if end < start || end > self.scanned {
-            return Err(RewriteError::Span);
-        }
-        let mut prefix = if start > 0 {
-            host.request_body(0, start).ok_or(RewriteError::Read)?
-        } else {
-            Vec::new()
-        };
-        if prefix.len() != start {
-            return Err(RewriteError::Read);
-        }
-        let encoded = serde_json::to_string(model).map_err(|_| RewriteError::Encode)?;
-        prefix.extend_from_slice(encoded.as_bytes());
-        host.replace_body_prefix(end, &prefix)?;
-        let new_len = self.scanned - (end - start) + encoded.len();
-        if self.content_length.is_some() {
-            host.set_request_header("content-length", &new_len.to_string());
-        }
-        Ok(())
+        body_rewrite::model_only(host, &state, model)
     }
 
     /// Response headers arrived: tell the client where the request went.
@@ -983,17 +948,4 @@ impl HttpFilter {
             None => Action::Continue,
         }
     }
-}
-
-/// Why the body's `model` could not be rewritten.
-#[derive(Debug, Error)]
-enum RewriteError {
-    #[error("model span outside the scanned body")]
-    Span,
-    #[error("cannot read the body prefix")]
-    Read,
-    #[error("cannot encode the model name")]
-    Encode,
-    #[error(transparent)]
-    Host(#[from] HostError),
 }

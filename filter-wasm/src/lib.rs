@@ -14,6 +14,7 @@
 //! - [`error_response`]: OpenAI-style error replies;
 //! - [`buffered`]: the buffered design's extraction (`serde_json`), the benchmarks' baseline;
 //! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait;
+//! - [`body_rewrite`]: `model` spliced in, or the whole body rewritten (mask, edits);
 //! - [`header_map`]: the proxy-wasm header map serialisation;
 //! - `testing` (feature `testing`): the mock host and the scanner event recorder that the
 //!   tests, benchmarks and fuzz targets share.
@@ -33,6 +34,7 @@
     )
 )]
 
+pub mod body_rewrite;
 pub mod buffered;
 pub mod compression;
 pub mod config;

@@ -73,23 +73,30 @@ fn word_char(c: Option<char>) -> bool {
 
 impl MaskTable {
     /// The values of `entities` whose type is in `types` (case-insensitive) and whose
-    /// score is at least `min_score`. Spans index `text`, or `scan_text` when
-    /// [`PiiEntity::in_scan_text`]; spans that are out of range or not on character
-    /// boundaries are skipped.
+    /// score is at least `min_score`. `texts` are what the daemon was sent: `text`,
+    /// `scan_text` and `pattern_text`; a span indexes the one its entity names
+    /// ([`PiiEntity::in_scan_text`], [`PiiEntity::in_pattern_text`]). Spans that are out of
+    /// range or not on character boundaries are skipped.
     pub fn from_entities(
         entities: &[PiiEntity],
-        text: &str,
-        scan_text: &str,
+        texts: [&str; 3],
         types: &[String],
         min_score: f32,
     ) -> Self {
+        let [text, scan_text, pattern_text] = texts;
         let mut entries: Vec<MaskEntry> = Vec::new();
         let mut numbers: Vec<(String, u32)> = Vec::new();
         for e in entities {
             if e.score < min_score || !types.iter().any(|t| t.eq_ignore_ascii_case(&e.r#type)) {
                 continue;
             }
-            let source = if e.in_scan_text { scan_text } else { text };
+            let source = if e.in_pattern_text {
+                pattern_text
+            } else if e.in_scan_text {
+                scan_text
+            } else {
+                text
+            };
             let (Ok(start), Ok(end)) = (usize::try_from(e.start), usize::try_from(e.end)) else {
                 continue;
             };
@@ -216,13 +223,14 @@ mod tests {
             score,
             source: PiiSource::Pattern as i32,
             in_scan_text: false,
+            in_pattern_text: false,
         }
     }
 
     fn table(text: &str, found: &[(&str, &str)]) -> MaskTable {
         let entities: Vec<PiiEntity> = found.iter().map(|(k, v)| entity(k, text, v, 1.0)).collect();
         let types = vec!["EMAIL_ADDRESS".into(), "US_SSN".into(), "PERSON".into()];
-        MaskTable::from_entities(&entities, text, "", &types, 0.5)
+        MaskTable::from_entities(&entities, [text, "", ""], &types, 0.5)
     }
 
     fn apply(t: &MaskTable, body: &str, keep: Option<Range<usize>>) -> (String, u32) {
@@ -298,13 +306,13 @@ mod tests {
         let text = "é a@x.io";
         let mut e = entity("EMAIL_ADDRESS", text, "a@x.io", 0.4);
         let types = vec!["EMAIL_ADDRESS".to_string()];
-        assert!(MaskTable::from_entities(&[e.clone()], text, "", &types, 0.5).is_empty());
+        assert!(MaskTable::from_entities(&[e.clone()], [text, "", ""], &types, 0.5).is_empty());
         e.score = 0.9;
         e.start = 1;
-        assert!(MaskTable::from_entities(&[e.clone()], text, "", &types, 0.5).is_empty());
+        assert!(MaskTable::from_entities(&[e.clone()], [text, "", ""], &types, 0.5).is_empty());
         e.start = 0;
         e.end = 1000;
-        assert!(MaskTable::from_entities(&[e], text, "", &types, 0.5).is_empty());
+        assert!(MaskTable::from_entities(&[e], [text, "", ""], &types, 0.5).is_empty());
     }
 
     #[test]

@@ -21,12 +21,18 @@ fn reply_for(h: &MockHost, found: &[(&str, &str)]) -> Vec<u8> {
     let req = &h.calls[0].1;
     let text = String::from_utf8_lossy(&req.text).into_owned();
     let scan = String::from_utf8_lossy(&req.scan_text).into_owned();
+    let patterns = String::from_utf8_lossy(&req.pattern_text).into_owned();
     let entities = found
         .iter()
         .map(|(kind, value)| {
-            let (at, in_scan) = match text.find(value) {
-                Some(at) => (at, false),
-                None => (scan.find(value).expect("value sent to the daemon"), true),
+            let (at, in_scan, in_patterns) = match (text.find(value), scan.find(value)) {
+                (Some(at), _) => (at, false, false),
+                (None, Some(at)) => (at, true, false),
+                (None, None) => (
+                    patterns.find(value).expect("value sent to the daemon"),
+                    false,
+                    true,
+                ),
             };
             PiiEntity {
                 r#type: (*kind).into(),
@@ -34,6 +40,7 @@ fn reply_for(h: &MockHost, found: &[(&str, &str)]) -> Vec<u8> {
                 end: (at + value.len()) as u32,
                 score: 1.0,
                 in_scan_text: in_scan,
+                in_pattern_text: in_patterns,
                 ..Default::default()
             }
         })
@@ -98,6 +105,34 @@ fn values_are_masked_everywhere_in_the_body() {
     assert!(h
         .counters
         .contains(&("semroute.pii_masked.US_SSN".into(), 1)));
+}
+
+#[test]
+fn values_in_sentences_compression_dropped_are_found_and_masked() {
+    let mut f = filter(
+        r#"{"pii": {"mask": ["EMAIL_ADDRESS"]}, "compression": {"budget_tokens": 64},
+          "limits": {"max_body_bytes": 1048576, "small_body_bytes": 0}}"#,
+    );
+    let user: String = (0..120)
+        .map(|i| format!("Contact person{i}@example.com about invoice {i}. "))
+        .collect();
+    let body =
+        json!({"model": "auto", "messages": [{"role": "user", "content": user}]}).to_string();
+    let len = body.len().to_string();
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[("content-length", &len)]);
+    f.on_request_headers(&mut h, false);
+    send_body(&mut f, &mut h, body.as_bytes(), 4096);
+    let req = &h.calls[0].1;
+    let sent = String::from_utf8_lossy(&req.text).into_owned();
+    let dropped = (0..120)
+        .map(|i| format!("person{i}@example.com"))
+        .find(|e| !sent.contains(e.as_str()))
+        .expect("compression dropped some");
+    assert!(String::from_utf8_lossy(&req.pattern_text).contains(&dropped));
+    h.reply = Some(reply_for(&h, &[("EMAIL_ADDRESS", dropped.as_str())]));
+    f.on_grpc_response(&mut h, 1, 0, 10);
+    assert_eq!(h.header("x-semroute-pii-masked"), Some("1"));
+    assert!(!String::from_utf8_lossy(&h.body).contains(&format!(" {dropped}")));
 }
 
 #[test]

@@ -378,6 +378,9 @@ struct InputLine {
     /// The same for `scan_text`.
     #[serde(default)]
     scan_flagged_sentences: Vec<[usize; 2]>,
+    /// Text scanned by the PII patterns only (what the filter sends as `pattern_text`).
+    #[serde(default)]
+    pattern_text: String,
 }
 
 fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
@@ -424,6 +427,7 @@ fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
                     "score": e.entity.score,
                     "source": match e.entity.source { Source::Model => "model", Source::Pattern => "pattern" },
                     "in_scan_text": e.part == Part::ScanText,
+                    "in_pattern_text": e.part == Part::PatternText,
                 })
             })
             .collect();
@@ -451,6 +455,9 @@ fn classify(
             Ok(l) if l.text.len() + l.scan_text.len() > config.limits.max_text_bytes => {
                 json!({"error": format!("text above the limit of {} bytes", config.limits.max_text_bytes)})
             }
+            Ok(l) if l.pattern_text.len() > semroute_proto::MAX_PATTERN_TEXT_BYTES => {
+                json!({"error": format!("pattern_text above the limit of {} bytes", semroute_proto::MAX_PATTERN_TEXT_BYTES)})
+            }
             Ok(l) => {
                 let t = Instant::now();
                 let pairs = |v: &[[usize; 2]]| v.iter().map(|&[a, b]| (a, b)).collect::<Vec<_>>();
@@ -468,6 +475,7 @@ fn classify(
                             signals,
                             flagged_sentences,
                             scan_flagged_sentences,
+                            pattern_text: l.pattern_text,
                         };
                         match engine.classify_batch(std::slice::from_ref(&input)) {
                             Ok(mut o) => match o.pop() {
@@ -492,6 +500,7 @@ fn classify(
             scan_text: String::new(),
             flagged_sentences: Vec::new(),
             scan_flagged_sentences: Vec::new(),
+            pattern_text: String::new(),
         }))?;
     } else {
         let reader: Box<dyn BufRead> = match input {

@@ -13,6 +13,7 @@ use semroute_proto::v1::{
     ClassifyRequest, ClassifyResponse, DomainResult, JailbreakResult, LabelScore, ModelCost,
     ModelInfo, PiiEntity, PiiResult, PiiSource, TextSpan, Timings,
 };
+use semroute_proto::MAX_PATTERN_TEXT_BYTES;
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
@@ -43,9 +44,10 @@ impl ClassifierService {
 
 /// Validates a request and turns it into engine input.
 ///
-/// Errors (all INVALID_ARGUMENT): empty text, text or scan_text not UTF-8,
-/// more than `max_text_bytes` bytes in total, unknown signal names, a flagged-sentence
-/// span that is not a range of character boundaries of its text.
+/// Errors (all INVALID_ARGUMENT): empty text, text, scan_text or pattern_text not UTF-8,
+/// more than `max_text_bytes` bytes of text and scan text in total, a pattern_text over
+/// [`MAX_PATTERN_TEXT_BYTES`], unknown signal names, a flagged-sentence span that is not a
+/// range of character boundaries of its text.
 pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyInput, Status> {
     let total = req.text.len() + req.scan_text.len();
     if total > max_text_bytes {
@@ -53,6 +55,18 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
             "text is {total} bytes, above the limit of {max_text_bytes} bytes"
         )));
     }
+    if req.pattern_text.len() > MAX_PATTERN_TEXT_BYTES {
+        return Err(Status::invalid_argument(format!(
+            "pattern_text is {} bytes, above the limit of {MAX_PATTERN_TEXT_BYTES} bytes",
+            req.pattern_text.len()
+        )));
+    }
+    let pattern_text = String::from_utf8(req.pattern_text).map_err(|e| {
+        Status::invalid_argument(format!(
+            "pattern_text is not valid UTF-8 (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     let text = String::from_utf8(req.text).map_err(|e| {
         Status::invalid_argument(format!(
             "text is not valid UTF-8 (byte {})",
@@ -82,6 +96,7 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         signals,
         flagged_sentences,
         scan_flagged_sentences,
+        pattern_text,
     })
 }
 
@@ -129,6 +144,7 @@ pub fn to_response(
                         Source::Pattern => PiiSource::Pattern,
                     } as i32,
                     in_scan_text: p.part == Part::ScanText,
+                    in_pattern_text: p.part == Part::PatternText,
                 })
                 .collect(),
         }),

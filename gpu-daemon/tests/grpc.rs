@@ -332,17 +332,42 @@ async fn bad_input_gets_invalid_argument_and_daemon_keeps_serving() {
         signals,
         ..Default::default()
     };
+    let with_patterns = |pattern_text: Vec<u8>| ClassifyRequest {
+        pattern_text,
+        ..call(b"hello".to_vec(), vec![])
+    };
     for req in [
         call(vec![], vec![]),
         call(b"   ".to_vec(), vec![]),
         call(vec![0xff, 0xfe, b'a'], vec![]),
         call(b"hello".to_vec(), vec!["colour".into()]),
         call(vec![b'a'; 2 << 20], vec![]),
+        with_patterns(vec![0xff]),
+        with_patterns(vec![b'a'; semroute_proto::MAX_PATTERN_TEXT_BYTES + 1]),
     ] {
         let err = client.classify(req).await.expect_err("must be rejected");
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
         assert!(!err.message().is_empty());
     }
+    // The pattern text is scanned by the validated patterns, its spans marked as such.
+    let r = client
+        .classify(ClassifyRequest {
+            signals: vec!["pii".into()],
+            pattern_text: "Call +1 415 555 0173.\nMail ann@example.org now.".into(),
+            ..call(b"What is the capital of France?".to_vec(), vec![])
+        })
+        .await
+        .expect("classified")
+        .into_inner();
+    let found: Vec<(String, bool)> = r
+        .pii
+        .expect("pii")
+        .entities
+        .iter()
+        .map(|e| (e.r#type.clone(), e.in_pattern_text))
+        .collect();
+    assert!(found.contains(&("PHONE_NUMBER".into(), true)), "{found:?}");
+    assert!(found.contains(&("EMAIL_ADDRESS".into(), true)), "{found:?}");
     // Odd unicode is fine.
     let r = classify(
         &mut client,

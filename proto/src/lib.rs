@@ -20,6 +20,10 @@ pub const CLASSIFY_METHOD: &str = "Classify";
 /// for `scan_flagged_sentences`): the filter sends no more, the daemon scores no more alone.
 pub const MAX_FLAGGED_SENTENCES: usize = 64;
 
+/// Largest `ClassifyRequest.pattern_text`, bytes: the filter sends no more, the daemon
+/// refuses more.
+pub const MAX_PATTERN_TEXT_BYTES: usize = 32 * 1024;
+
 /// Signal names accepted in `ClassifyRequest.signals`.
 pub mod signal {
     /// Domain / intent category.

@@ -58,6 +58,9 @@ pub const SCORED_ALONE: RiskFlags = RiskFlags::INJECTION.union(RiskFlags::HARMFU
 /// per text (`ClassifyRequest.flagged_sentences`).
 pub use semroute_proto::MAX_FLAGGED_SENTENCES;
 
+/// Largest [`Compressed::pattern_text`], bytes (`ClassifyRequest.pattern_text`).
+pub use semroute_proto::MAX_PATTERN_TEXT_BYTES;
+
 /// The end of the pinned segments may use at most 1 / `PINNED_SHARE` of the text budget
 /// (their last sentences are kept even beyond it); the rest is left to the risk-flagged
 /// sentences and the ranking. A content part or message of any length may be the final
@@ -562,6 +565,12 @@ pub struct Compressed {
     pub risk_dropped_sentences: u32,
     /// Union of the risk kinds found anywhere in the original text.
     pub risk: RiskFlags,
+    /// The dropped sentences flagged with a validated personal-data pattern
+    /// ([`RiskFlags::VALIDATED_PII`]), each once, in text order, joined by `\n`; at most
+    /// [`MAX_PATTERN_TEXT_BYTES`] (whole sentences): what the daemon scans with its
+    /// patterns alone (`ClassifyRequest.pattern_text`), so that such values are found
+    /// however much of the prompt compression dropped.
+    pub pattern_text: String,
     /// Calibration ratio applied to the estimates.
     pub token_ratio: f32,
     /// `kept_tokens` before the calibration ratio, for [`TokenCalibration::observe`].
@@ -1032,6 +1041,7 @@ impl PromptBuilder {
             kept_sentences: 0,
             risk_dropped_sentences: 0,
             risk: self.risk,
+            pattern_text: String::new(),
             token_ratio: ratio,
             kept_tokens_raw: 0,
             pruned_sentences: self.pruned,
@@ -1155,6 +1165,23 @@ impl PromptBuilder {
             .map(|(s, _)| s.fingerprint)
             .collect();
         out.risk_dropped_sentences = dropped.len() as u32;
+        let mut queued: HashSet<u64> = kept_fp;
+        for (s, _) in flagged().filter(|(s, &k)| !k && s.risk.intersects(RiskFlags::VALIDATED_PII))
+        {
+            let Some(t) = self.text.get(s.start..s.end) else {
+                continue;
+            };
+            let sep = usize::from(!out.pattern_text.is_empty());
+            if out.pattern_text.len() + sep + t.len() > MAX_PATTERN_TEXT_BYTES {
+                break;
+            }
+            if queued.insert(s.fingerprint) {
+                if sep == 1 {
+                    out.pattern_text.push('\n');
+                }
+                out.pattern_text.push_str(t);
+            }
+        }
         (out, kept)
     }
 

@@ -113,6 +113,9 @@ impl RiskFlags {
 
     /// All personal-data kinds.
     pub const PII: RiskFlags = RiskFlags(0b1_1100_0011_1111);
+    /// The personal-data kinds the daemon finds with validated patterns: e-mail, phone,
+    /// card, IBAN, SSN, IP address.
+    pub const VALIDATED_PII: RiskFlags = RiskFlags(0b11_1111);
     /// The jailbreak / prompt-injection kinds whose surrounding text compression keeps
     /// (every injection kind but the weak [`RiskFlags::FRAMING`] and the self-contained
     /// [`RiskFlags::HARMFUL_REQUEST`]).
@@ -740,63 +743,23 @@ impl DigitRun {
 /// (the text before `b`), or right after it ("office", "fax", "mobile", as in a signature
 /// block: "781 1704 office").
 fn phone_cue_near(b: &[u8], start: usize, end: usize, lead: &[u8]) -> bool {
-    const BEFORE: [&[u8]; 19] = [
-        b"phone",
-        // "my number is", "reach me on", "ring 5739 3185", "contact: 45364052".
-        b"number is",
-        b"reach",
-        b" ring ",
-        b"contact",
-        b"tel",
-        b"mobile",
-        b"fax",
-        b"desk",
-        b"cell",
-        // "call me on", "you can call 428 0427", "dial 9175 3554".
-        b"call ",
-        b"dial",
-        b"text me",
-        // "not answering at 96 190351", "stop receiving messages to 388 4893", "send an
-        // SMS to" (not "message" alone: "the message had 512 7730 bits").
-        b"answering",
-        b"message to",
-        b"messages to",
-        b"sms",
-        b"whatsapp",
-        // "no message on my registered 668 5702": the number an account is registered to.
-        b"registered",
-    ];
-    const AFTER: [&[u8]; 5] = [b"office", b"fax", b"mobile", b"cell", b"home"];
-    // The 16 bytes before the run, reaching back into `lead`, lowercased.
-    let own = b.get(start.saturating_sub(16)..start).unwrap_or_default();
-    let from_lead = lead
-        .get(lead.len().saturating_sub(16 - own.len())..)
+    // The bytes before the run, reaching back into `lead`.
+    let window = semroute_checks::CUE_WINDOW;
+    let own = b
+        .get(start.saturating_sub(window)..start)
         .unwrap_or_default();
-    let mut before = [0u8; 16];
+    let from_lead = lead
+        .get(lead.len().saturating_sub(window - own.len())..)
+        .unwrap_or_default();
+    let mut before = [0u8; semroute_checks::CUE_WINDOW];
     for (o, x) in before.iter_mut().zip(from_lead.iter().chain(own)) {
-        *o = x.to_ascii_lowercase();
+        *o = *x;
     }
-    let window = before
+    let before = before
         .get(..from_lead.len() + own.len())
         .unwrap_or_default();
-    if BEFORE
-        .iter()
-        .any(|w| window.windows(w.len()).any(|x| x == *w))
-    {
-        return true;
-    }
-    let after = b.get(end..).unwrap_or_default();
-    let after = after
-        .iter()
-        .position(|x| !matches!(x, b' ' | b'-' | b'(' | b','))
-        .and_then(|k| after.get(k..))
-        .unwrap_or_default();
-    AFTER.iter().any(|w| {
-        after
-            .get(..w.len())
-            .is_some_and(|x| x.eq_ignore_ascii_case(w))
-            && !after.get(w.len()).is_some_and(|x| x.is_ascii_alphabetic())
-    })
+    semroute_checks::phone_cue_before(before)
+        || semroute_checks::phone_cue_after(b.get(end..).unwrap_or_default())
 }
 
 /// SSA issuing rules ([`semroute_checks::ssn_valid`]) on nine digit values.

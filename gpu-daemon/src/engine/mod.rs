@@ -108,6 +108,9 @@ pub struct ClassifyInput {
     pub flagged_sentences: Vec<Range<usize>>,
     /// The same for `scan_text`.
     pub scan_flagged_sentences: Vec<Range<usize>>,
+    /// Sentences that compression left out but that hold a validated personal-data
+    /// pattern: scanned by the PII patterns only (`ClassifyRequest.pattern_text`).
+    pub pattern_text: String,
 }
 
 /// Most flagged sentences the jailbreak signal scores alone per text
@@ -142,8 +145,10 @@ impl ClassifyInput {
     /// (others are skipped; the server rejects them before they get here).
     fn flagged(&self, part: Part) -> impl Iterator<Item = (Range<usize>, &str)> {
         let (text, spans) = match part {
-            Part::Text => (&self.text, &self.flagged_sentences),
-            Part::ScanText => (&self.scan_text, &self.scan_flagged_sentences),
+            Part::Text => (&self.text, &self.flagged_sentences[..]),
+            Part::ScanText => (&self.scan_text, &self.scan_flagged_sentences[..]),
+            // No jailbreak scoring there.
+            Part::PatternText => (&self.pattern_text, &[][..]),
         };
         spans
             .iter()
@@ -174,6 +179,8 @@ pub enum Part {
     Text,
     /// `ClassifyInput::scan_text`.
     ScanText,
+    /// `ClassifyInput::pattern_text` (PII patterns only).
+    PatternText,
 }
 
 /// Domain result.

@@ -104,6 +104,17 @@ impl PiiSignal {
                         .map(|entity| PiiOutput { entity, part }),
                 );
             }
+            // Sentences compression left out: the validated patterns only.
+            if self.pii.patterns && !input.pattern_text.is_empty() {
+                all.extend(
+                    pii::merge(pattern_entities(&input.pattern_text))
+                        .into_iter()
+                        .map(|entity| PiiOutput {
+                            entity,
+                            part: Part::PatternText,
+                        }),
+                );
+            }
             outputs[req].pii = Some(all);
             outputs[req].timings.postprocess_us += t2.elapsed().as_micros() as u64;
         }

@@ -19,6 +19,7 @@ struct Patterns {
     ssn: Regex,
     phone: Regex,
     phone_intl: Regex,
+    phone_cued: Regex,
     ipv4: Regex,
     ipv6: Regex,
 }
@@ -33,7 +34,7 @@ fn patterns() -> &'static Patterns {
             email: re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.[a-z]{2,24}\b"),
             // "name [at] example [dot] com", "name (at) example.com", "name@example dot com".
             email_spelled: re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*(?:\s*(?:\[at\]|\(at\)|\{at\}|<at>)\s*|@|\s+at\s+)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|<dot>)\s*|\.|\s+dot\s+)[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*(?:\s*(?:\[dot\]|\(dot\)|\{dot\}|<dot>)\s*|\.|\s+dot\s+)[a-z]{2,24}\b"),
-            card: re(r"\b\d(?:[ ._-]?\d){12,18}\b"),
+            card: re(r"\b\d(?:[ ._-]?\d){11,18}\b"),
             iban: re(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b"),
             // Lowercase, written together or in groups of four.
             iban_lower: re(r"\b[a-z]{2}\d{2}(?:[a-z0-9]{11,30}|(?: [a-z0-9]{4}){2,7}(?: [a-z0-9]{1,4})?)\b"),
@@ -44,6 +45,9 @@ fn patterns() -> &'static Patterns {
             // International form with a subscriber number of up to 8 digits and an optional
             // "(0)" trunk prefix: "+49 30 1234567", "+49 (0)30 1234567", "+33612345678".
             phone_intl: re(r"\+\d{1,3}[ \t.-]?(?:\(0\)[ \t.-]?)?\d{1,5}(?:[ \t.-]?\d{2,8}){0,3}\b"),
+            // Looser shapes read as phone numbers next to a phone word (see
+            // `semroute_checks::PHONE_CUES_BEFORE`): 7 to 15 digits in up to four groups.
+            phone_cued: re(r"\b\d+(?:[ .-]\d+){0,3}\b"),
             ipv4: re(r"\b\d{1,3}(?:\.\d{1,3}){3}\b"),
             ipv6: re(r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%[0-9a-z]+)?"),
         }
@@ -267,6 +271,13 @@ fn iban_registered(s: &str) -> bool {
             .any(|&(c, n)| c.eq_ignore_ascii_case(country) && n == compact.len())
 }
 
+/// The [`semroute_checks::CUE_WINDOW`] bytes of `text` before `at`.
+fn cue_window(text: &str, at: usize) -> &[u8] {
+    text.as_bytes()
+        .get(at.saturating_sub(semroute_checks::CUE_WINDOW)..at)
+        .unwrap_or_default()
+}
+
 /// Finds validated pattern entities in `text`. Spans are byte offsets;
 /// earlier (more specific) patterns win where spans overlap.
 pub fn find(text: &str) -> Vec<Entity> {
@@ -304,7 +315,10 @@ pub fn find(text: &str) -> Vec<Entity> {
     }
     for m in p.card.find_iter(text) {
         let digits: Vec<u8> = m.as_str().bytes().filter(u8::is_ascii_digit).collect();
-        if (13..=19).contains(&digits.len())
+        // 12-digit numbers only after a card word ("card 501864667909").
+        let cued_short =
+            digits.len() == 12 && semroute_checks::card_cue_before(cue_window(text, m.start()));
+        if ((13..=19).contains(&digits.len()) || cued_short)
             && card_separators_agree(m.as_str())
             && semroute_checks::luhn_valid(digits.iter().map(|d| d - b'0'))
             && !overlaps(&found, m.start(), m.end())
@@ -360,6 +374,33 @@ pub fn find(text: &str) -> Vec<Entity> {
             && !is_decimal_list(m.as_str())
             && !is_round_number_list(m.as_str())
             && !is_decimal_or_year_range(m.as_str())
+            && !overlaps(&found, m.start(), m.end())
+        {
+            found.push(pattern("PHONE_NUMBER", m.start(), m.end()));
+        }
+    }
+    for m in p.phone_cued.find_iter(text) {
+        let s = m.as_str();
+        let digits = s.bytes().filter(u8::is_ascii_digit).count();
+        let groups: Vec<usize> = s.split([' ', '.', '-']).map(str::len).collect();
+        // After a letter or digit, or after a decimal point or thousands separator
+        // ("1.5", "2,000"), the run is part of something else.
+        let before = |k: usize| {
+            m.start()
+                .checked_sub(k)
+                .and_then(|i| text.as_bytes().get(i))
+        };
+        let inside_word = before(1).is_some_and(u8::is_ascii_alphanumeric)
+            || before(1).is_some_and(|b| matches!(b, b'.' | b','))
+                && before(2).is_some_and(u8::is_ascii_digit);
+        let cued = semroute_checks::phone_cue_before(cue_window(text, m.start()))
+            || semroute_checks::phone_cue_after(text.as_bytes().get(m.end()..).unwrap_or_default());
+        if (7..=15).contains(&digits)
+            && groups.iter().all(|&g| g <= 11)
+            && !(s.contains('.') && groups.len() == 2)
+            && !inside_word
+            && cued
+            && !starts_with_iso_date(s)
             && !overlaps(&found, m.start(), m.end())
         {
             found.push(pattern("PHONE_NUMBER", m.start(), m.end()));
@@ -474,6 +515,35 @@ mod tests {
                 ("PHONE_NUMBER", "555.123.4567")
             ]
         );
+    }
+
+    #[test]
+    fn twelve_digit_cards_and_cued_phones() {
+        assert_eq!(
+            kinds("What is the limit for card 501864667909?"),
+            vec![("CREDIT_CARD", "501864667909")]
+        );
+        // Luhn-valid, but no card word before it.
+        assert!(kinds("order 501864667909 shipped")
+            .iter()
+            .all(|(k, _)| *k != "CREDIT_CARD"));
+        assert_eq!(
+            kinds("Fax: 9498777106"),
+            vec![("PHONE_NUMBER", "9498777106")]
+        );
+        assert_eq!(
+            kinds("Can someone call me on 450 0840? Thanks"),
+            vec![("PHONE_NUMBER", "450 0840")]
+        );
+        assert_eq!(
+            kinds("085 175 7641-Office, 3660170548-Fax"),
+            vec![
+                ("PHONE_NUMBER", "085 175 7641"),
+                ("PHONE_NUMBER", "3660170548")
+            ]
+        );
+        // No phone word: a number of 10 digits is no phone.
+        assert!(kinds("the total was 9498777106 units").is_empty());
     }
 
     #[test]

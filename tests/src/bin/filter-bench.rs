@@ -361,6 +361,7 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
         signals: vec!["domain".into(), "jailbreak".into(), "pii".into()],
         scan_text: scan_text.into_bytes(),
         scan_flagged_sentences: Vec::new(),
+        pattern_text: compressed.pattern_text.into_bytes(),
     }
     .encode_to_vec();
     let built = t.elapsed();

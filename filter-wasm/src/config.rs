@@ -251,6 +251,12 @@ pub struct PiiPolicy {
     /// Largest answer restored, bytes: a JSON answer (or one SSE event) past it is
     /// passed through unrestored, never truncated. Default 8 MiB.
     pub max_restore_bytes: u64,
+    /// When the daemon cannot classify a request (a timeout, an error, no daemon) and
+    /// `failure_mode` is `open`, a request in which the filter's risk scan found a value of
+    /// a masked type with a validated pattern (e-mail, phone, card, IBAN, SSN, IP address)
+    /// gets 503 `router_unavailable` instead of the fallback route, which would carry the
+    /// value upstream unmasked. Default true.
+    pub fail_closed_on_pattern: bool,
 }
 
 impl Default for PiiPolicy {
@@ -264,6 +270,7 @@ impl Default for PiiPolicy {
             mask: Vec::new(),
             restore: true,
             max_restore_bytes: 8 * 1024 * 1024,
+            fail_closed_on_pattern: true,
         }
     }
 }

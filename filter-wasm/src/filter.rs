@@ -32,7 +32,7 @@ use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Timings};
 use thiserror::Error;
 
 use crate::body_rewrite::{self, BodyState, RewriteError};
-use crate::compression::SCORED_ALONE;
+use crate::compression::{RiskFlags, SCORED_ALONE};
 use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
@@ -173,6 +173,9 @@ pub struct HttpFilter {
     /// The risk scan flagged a jailbreak cue in the text or the scan text
     /// ([`RequestFacts::jailbreak_cue`]).
     jailbreak_cue: bool,
+    /// Entity types the risk scan found with a validated pattern
+    /// ([`RequestFacts::pattern_pii`]).
+    pattern_pii: Vec<&'static str>,
     daemon_timings: Option<Timings>,
     /// Time spent in this stream's callbacks so far, µs.
     cpu_us: u64,
@@ -205,6 +208,22 @@ pub struct HttpFilter {
 /// byte limit is far below).
 fn header_value_ok(v: &str) -> bool {
     !v.is_empty() && v.len() <= 256 && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// The daemon's entity types of the validated-pattern kinds in `risk`.
+fn pattern_types(risk: RiskFlags) -> Vec<&'static str> {
+    [
+        (RiskFlags::EMAIL, "EMAIL_ADDRESS"),
+        (RiskFlags::PHONE, "PHONE_NUMBER"),
+        (RiskFlags::CARD, "CREDIT_CARD"),
+        (RiskFlags::IBAN, "IBAN_CODE"),
+        (RiskFlags::SSN, "US_SSN"),
+        (RiskFlags::IP, "IP_ADDRESS"),
+    ]
+    .into_iter()
+    .filter(|(f, _)| risk.intersects(*f))
+    .map(|(_, t)| t)
+    .collect()
 }
 
 /// The prompt's and the scan text's [`crate::compression::Compressed::pattern_text`]
@@ -257,6 +276,7 @@ impl HttpFilter {
             compress_us: 0,
             daemon_us: None,
             jailbreak_cue: false,
+            pattern_pii: Vec::new(),
             daemon_timings: None,
             cpu_us: 0,
             callback_start_us: 0,
@@ -542,6 +562,7 @@ impl HttpFilter {
             requested_model: requested.as_deref(),
             auto,
             jailbreak_cue: false,
+            pattern_pii: &[],
         };
         let mut signals = policy::signals_needed(&self.config, auto);
         let t0 = host.now_us();
@@ -577,6 +598,9 @@ impl HttpFilter {
         };
         self.jailbreak_cue = compressed.risk.union(scan_risk).intersects(SCORED_ALONE);
         facts.jailbreak_cue = self.jailbreak_cue;
+        let pattern_pii = pattern_types(compressed.risk.union(scan_risk));
+        self.pattern_pii = pattern_pii.clone();
+        facts.pattern_pii = &pattern_pii;
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
         let reduction = reduction(&compressed);
@@ -676,6 +700,7 @@ impl HttpFilter {
             requested_model: requested.as_deref(),
             auto,
             jailbreak_cue: self.jailbreak_cue,
+            pattern_pii: &self.pattern_pii,
         };
         let verdict = if status_code != 0 {
             // Envoy reports its own call timeout as UNAVAILABLE (the 504 of

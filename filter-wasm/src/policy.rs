@@ -63,6 +63,10 @@ pub struct RequestFacts<'a> {
     /// kind in [`crate::compression::SCORED_ALONE`]); see
     /// [`crate::config::JailbreakPolicy::fail_closed_on_cue`].
     pub jailbreak_cue: bool,
+    /// Entity types of the values the filter's risk scan found with a validated pattern
+    /// (`EMAIL_ADDRESS`, `PHONE_NUMBER`, `CREDIT_CARD`, `IBAN_CODE`, `US_SSN`,
+    /// `IP_ADDRESS`); see [`crate::config::PiiPolicy::fail_closed_on_pattern`].
+    pub pattern_pii: &'a [&'static str],
 }
 
 /// A request that goes on to an upstream.
@@ -148,6 +152,26 @@ pub fn without_classification(
         return Verdict::Reject {
             error: ErrorResponse::unavailable(reason.as_str()),
             decision: "fail-closed-cue",
+        };
+    }
+    let pii = &config.pii;
+    let masked = |t: &&str| {
+        pii.mask.iter().any(|m| m.eq_ignore_ascii_case(t))
+            || config.decisions.iter().any(|d| {
+                d.pii_mask
+                    .iter()
+                    .flatten()
+                    .any(|m| m.eq_ignore_ascii_case(t))
+            })
+    };
+    if let Some(reason) = fallback.filter(|_| {
+        pii.enabled && pii.fail_closed_on_pattern && facts.pattern_pii.iter().any(masked)
+    }) {
+        // Without the daemon's spans nothing can be masked: the values must not go
+        // upstream as they are.
+        return Verdict::Reject {
+            error: ErrorResponse::unavailable(reason.as_str()),
+            decision: "fail-closed-pii",
         };
     }
     let (model, rewrite_body, decision) = if facts.auto {
@@ -386,6 +410,7 @@ mod tests {
         requested_model: Some("auto"),
         auto: true,
         jailbreak_cue: false,
+        pattern_pii: &[],
     };
 
     fn route(v: Verdict) -> Route {
@@ -416,6 +441,7 @@ mod tests {
             requested_model: Some("gpt-x"),
             auto: false,
             jailbreak_cue: false,
+            pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
         assert_eq!(r.model.as_deref(), Some("gpt-x"));
@@ -456,6 +482,7 @@ mod tests {
             requested_model: Some("gpt-x"),
             auto: false,
             jailbreak_cue: false,
+            pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));
         assert_eq!(r.model.as_deref(), Some("local-pii-model"));
@@ -506,6 +533,42 @@ mod tests {
             ));
             assert_eq!(r.fallback, Some(FallbackReason::Timeout), "{off}");
         }
+        // Fail-open, but the risk scan found a value of a masked type: 503; of a type
+        // nobody masks, or with the switch off: the fallback route.
+        let card = RequestFacts {
+            pattern_pii: &["CREDIT_CARD"],
+            ..AUTO
+        };
+        let c = config(r#","pii":{"mask":["CREDIT_CARD"]}"#);
+        match without_classification(&c, card, Some(FallbackReason::Unavailable)) {
+            Verdict::Reject { error, decision } => {
+                assert_eq!(error.status, 503);
+                assert_eq!(decision, "fail-closed-pii");
+            }
+            v => panic!("{v:?}"),
+        }
+        route(without_classification(&c, card, None));
+        for other in [
+            r#","pii":{"mask":["EMAIL_ADDRESS"]}"#,
+            r#","pii":{"mask":["CREDIT_CARD"],"fail_closed_on_pattern":false}"#,
+            r#","pii":{"mask":["CREDIT_CARD"],"enabled":false}"#,
+        ] {
+            let c = config(other);
+            let r = route(without_classification(
+                &c,
+                card,
+                Some(FallbackReason::Timeout),
+            ));
+            assert_eq!(r.fallback, Some(FallbackReason::Timeout), "{other}");
+        }
+        let c = FilterConfig::from_json(
+            br#"{"default_model":"d","decisions":[{"name":"m","model":"m","pii_mask":["CREDIT_CARD"]}]}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            without_classification(&c, card, Some(FallbackReason::Timeout)),
+            Verdict::Reject { .. }
+        ));
     }
 
     #[test]

@@ -136,6 +136,32 @@ fn values_in_sentences_compression_dropped_are_found_and_masked() {
 }
 
 #[test]
+fn a_masked_value_never_takes_the_fail_open_route() {
+    // The daemon is down: nothing can be masked. A body with an e-mail address gets 503;
+    // one without personal data takes the fail-open route.
+    for (user, status) in [
+        ("Mail jane@corp.example the results", Some(503)),
+        ("What is the derivative of x^3?", None),
+    ] {
+        let mut f = filter(MASK);
+        let body = chat(user).replace("jane@corp.example\"}", "someone\"}");
+        let body = body.replace("Reply to jane@corp.example", "Reply briefly");
+        let body = body.replace("sent to jane@corp.example", "sent");
+        let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+        f.on_request_headers(&mut h, false);
+        send_body(&mut f, &mut h, body.as_bytes(), 64);
+        f.on_grpc_response(&mut h, 1, 14, 0);
+        assert_eq!(h.sent_status(), status, "{user}");
+        if status.is_some() {
+            assert_eq!(h.sent_json()["error"]["code"], "router_unavailable");
+            assert_eq!(h.resumed, 0);
+        } else {
+            assert_eq!(h.header("x-semroute-fallback"), Some("daemon-unavailable"));
+        }
+    }
+}
+
+#[test]
 fn a_type_not_masked_is_still_blocked() {
     let mut f = filter(MASK);
     let body = chat("Call +1 555 010 9999 or mail jane@corp.example");

@@ -889,21 +889,8 @@ impl HttpFilter {
         model: Option<&str>,
         request_edits: &RequestEdits,
     ) -> Result<u32, RewriteError> {
-        let per_kind = body_rewrite::whole_body(
-            host,
-            &BodyState {
-                scanned: self.scanned,
-                model: self
-                    .extractor
-                    .as_ref()
-                    .and_then(|e| e.extracted().model.clone()),
-                api: self.api.unwrap_or(Api::ChatCompletions),
-                content_length: self.content_length.is_some(),
-            },
-            model,
-            &self.mask,
-            request_edits,
-        )?;
+        let per_kind =
+            body_rewrite::whole_body(host, &self.body_state(), model, &self.mask, request_edits)?;
         for (kind, n) in &per_kind {
             host.increment_counter(&format!("{MASKED_COUNTER_PREFIX}{kind}"), u64::from(*n));
         }
@@ -921,7 +908,12 @@ impl HttpFilter {
     }
 
     fn rewrite_model<H: Host>(&mut self, host: &mut H, model: &str) -> Result<(), RewriteError> {
-        let state = BodyState {
+        body_rewrite::model_only(host, &self.body_state(), model)
+    }
+
+    /// What [`body_rewrite`] needs to know of the buffered body.
+    fn body_state(&self) -> BodyState {
+        BodyState {
             scanned: self.scanned,
             model: self
                 .extractor
@@ -929,8 +921,7 @@ impl HttpFilter {
                 .and_then(|e| e.extracted().model.clone()),
             api: self.api.unwrap_or(Api::ChatCompletions),
             content_length: self.content_length.is_some(),
-        };
-        body_rewrite::model_only(host, &state, model)
+        }
     }
 
     /// Response headers arrived: tell the client where the request went.

@@ -7,7 +7,7 @@
 //!
 //! Every record of `$EVAL_DIR/pii/presidio_synth_v2.jsonl` (synthetic text with labelled
 //! entities; never seen by any training or threshold choice) that holds an entity of a
-//! masked type is planted as one paragraph at a random place in a prompt of real prose
+//! type `envoy.yaml`'s `pii.mask` lists is planted as one paragraph at a random place in a prompt of real prose
 //! (`benign/documents.jsonl` passages, 2K–16K tokens), between two marker sentences: in
 //! the last user turn, or (every third record) in an earlier user turn. The upstream's `GET /last-request` then shows
 //! what left the proxy. Per entity type:
@@ -28,17 +28,6 @@ use semroute_e2e::bench::{bench_eval_dir, ProsePrompts};
 use semroute_e2e::http_client::Conn;
 use semroute_e2e::{default_filter_config, http_get, Router, RouterOptions};
 use serde_json::{json, Value};
-
-/// Presidio types masked by `envoy.yaml` (its names are the daemon's for these).
-const MASKED: [&str; 7] = [
-    "EMAIL_ADDRESS",
-    "PHONE_NUMBER",
-    "US_SSN",
-    "CREDIT_CARD",
-    "IBAN_CODE",
-    "IP_ADDRESS",
-    "STREET_ADDRESS",
-];
 
 /// Paragraphs around each planted record (no personal data in them).
 const BEGIN: &str = "Reference block follows.";
@@ -103,7 +92,9 @@ struct Record {
     values: Vec<(String, String)>,
 }
 
-fn load_records(path: &std::path::Path) -> Vec<Record> {
+/// Records with a value of a `masked` type (the data's type names are the daemon's for
+/// every type `envoy.yaml` masks).
+fn load_records(path: &std::path::Path, masked: &[String]) -> Vec<Record> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| die(&format!("{}: {e}; set EVAL_DIR", path.display())));
     let mut out = Vec::new();
@@ -116,7 +107,7 @@ fn load_records(path: &std::path::Path) -> Vec<Record> {
             .filter_map(|e| {
                 let kind = e["type"].as_str()?;
                 let value = e["value"].as_str()?.trim();
-                (MASKED.contains(&kind) && !value.is_empty())
+                (masked.iter().any(|m| m == kind) && !value.is_empty())
                     .then(|| (kind.to_string(), value.to_string()))
             })
             .collect();
@@ -170,9 +161,18 @@ impl Rng {
 fn main() {
     let args = parse_args();
     let eval_dir = bench_eval_dir();
-    let records = load_records(&eval_dir.join("pii/presidio_synth_v2.jsonl"));
-    let mut prose = ProsePrompts::load(&eval_dir, args.seed).unwrap_or_else(|e| die(&e));
     let mut config = default_filter_config().unwrap_or_else(|e| die(&e));
+    let masked: Vec<String> = config["pii"]["mask"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t.as_str().map(str::to_ascii_uppercase))
+        .collect();
+    if masked.is_empty() {
+        die("envoy.yaml's filter configuration masks no PII type");
+    }
+    let records = load_records(&eval_dir.join("pii/presidio_synth_v2.jsonl"), &masked);
+    let mut prose = ProsePrompts::load(&eval_dir, args.seed).unwrap_or_else(|e| die(&e));
     config["daemon"]["timeout_ms"] = json!(10_000);
     let mut router = Router::start(
         &semroute_e2e::target_dir().join("release/semroute-upstream"),

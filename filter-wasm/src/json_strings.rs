@@ -1,7 +1,7 @@
 //! String tokens of a complete JSON text, for in-place rewrites of string values.
 //!
-//! [`string_values`] finds the string *values* (not object keys) of a JSON text held
-//! whole in memory, as raw byte ranges between their quotes; [`decode`] turns one into
+//! [`string_values`] finds the string *values* of a JSON text held whole in memory, as
+//! raw byte ranges between their quotes ([`object_keys`] the keys); [`decode`] turns one into
 //! its text with a map back to raw offsets, so that a match found in decoded text (which
 //! may come from `\uXXXX` escapes or surrogate pairs) names the exact raw bytes to
 //! replace; [`push_escaped`] writes text as the inside of a JSON string. Used by the PII
@@ -29,6 +29,19 @@ pub struct StringValue {
 /// no strings to rewrite when it is not), so numbers, literals and structure are skipped
 /// byte by byte.
 pub fn string_values(text: &[u8]) -> Option<Vec<StringValue>> {
+    walk(text, None)
+}
+
+/// Raw byte ranges of the contents of every object key of `text`, in order. `None` when
+/// a string is unterminated.
+pub fn object_keys(text: &[u8]) -> Option<Vec<Range<usize>>> {
+    let mut keys = Vec::new();
+    walk(text, Some(&mut keys))?;
+    Some(keys)
+}
+
+/// The string values of `text`; with `keys`, its object keys are collected there too.
+fn walk(text: &[u8], mut keys: Option<&mut Vec<Range<usize>>>) -> Option<Vec<StringValue>> {
     let mut out = Vec::new();
     let mut last_key: Option<Range<usize>> = None;
     // The last byte outside strings and whitespace was the `:` after `last_key`.
@@ -67,6 +80,9 @@ pub fn string_values(text: &[u8]) -> Option<Vec<StringValue>> {
             k += 1;
         }
         if text.get(k) == Some(&b':') {
+            if let Some(keys) = keys.as_deref_mut() {
+                keys.push(start..end);
+            }
             last_key = Some(start..end);
             after_colon = false;
         } else {
@@ -268,6 +284,13 @@ mod tests {
         );
         assert_eq!(string_values(br#"{"a":"x"#), None);
         assert_eq!(values("data: [DONE]"), Vec::<&str>::new());
+        let s = r#"{"a" : {"b\"": [1, "c"]}, "d": "e"}"#;
+        let keys: Vec<&str> = object_keys(s.as_bytes())
+            .unwrap()
+            .into_iter()
+            .map(|r| &s[r])
+            .collect();
+        assert_eq!(keys, vec!["a", "b\\\"", "d"]);
         let s = r#"{"k": "v", "a": ["w"]}"#;
         let v = string_values(s.as_bytes()).unwrap();
         assert_eq!(&s[v[0].key.clone().unwrap()], "k");

@@ -4,8 +4,8 @@
 //! compressed prompt and scan text). [`MaskTable::from_entities`] turns those of the
 //! types to mask into values, each with a placeholder such as `<EMAIL_ADDRESS_1>`
 //! (numbered per type in order of first detection; one value, one placeholder).
-//! [`MaskTable::edits`] then finds *every* occurrence of every value in every string
-//! value of the whole body (object keys are left alone), so that a value is masked also
+//! [`MaskTable::edits`] then finds *every* occurrence of every value in every string of
+//! the whole body (values and object keys), so that a value is masked also
 //! where compression dropped the sentence that carried it, and returns raw byte ranges to
 //! replace by the placeholder (plain ASCII, valid inside a JSON string as it is): the body
 //! stays valid JSON and every other byte is unchanged. Matching is exact on decoded text (escapes such as
@@ -20,7 +20,7 @@ use std::ops::Range;
 
 use semroute_proto::v1::PiiEntity;
 
-use crate::json_strings::{decode, string_values};
+use crate::json_strings::{decode, object_keys, string_values};
 
 /// Values shorter than this (bytes, after trimming) are not masked: one or two
 /// characters would match all over ordinary text.
@@ -162,28 +162,30 @@ impl MaskTable {
         found
     }
 
-    /// Every occurrence of the table's values in the string values of `body` (a
-    /// complete JSON text), sorted and disjoint, leaving out the string whose contents
-    /// span `keep` (the `model` value). `None` when the body's strings cannot be read.
+    /// Every occurrence of the table's values in the strings (values and object keys) of
+    /// `body` (a complete JSON text), sorted and disjoint, leaving out the string whose
+    /// contents span `keep` (the `model` value). `None` when the body's strings cannot be read.
     pub fn edits(&self, body: &[u8], keep: Option<Range<usize>>) -> Option<Vec<MaskEdit>> {
         let mut out = Vec::new();
         if self.is_empty() {
             return Some(out);
         }
-        for v in string_values(body)? {
-            if keep.as_ref() == Some(&v.value) {
+        let values = string_values(body)?.into_iter().map(|v| v.value);
+        for string in values.chain(object_keys(body)?) {
+            if keep.as_ref() == Some(&string) {
                 continue;
             }
-            let raw = body.get(v.value.clone())?;
+            let raw = body.get(string.clone())?;
             let decoded = decode(raw)?;
             for (range, entry) in self.matches(&decoded.text) {
                 let r = decoded.raw_range(range)?;
                 out.push(MaskEdit {
-                    range: v.value.start + r.start..v.value.start + r.end,
+                    range: string.start + r.start..string.start + r.end,
                     entry,
                 });
             }
         }
+        out.sort_by_key(|e| e.range.start);
         Some(out)
     }
 
@@ -281,10 +283,10 @@ mod tests {
         let t = table("write to a@x.io", &[("EMAIL_ADDRESS", "a@x.io")]);
         let body = r#"{"model":"m","messages":[{"role":"user","content":"a@x.io"},{"role":"tool","content":[{"type":"text","text":"cc: a\u0040x.io, a@x.io"}]}],"a@x.io":1}"#;
         let (out, n) = mask(&t, body);
-        assert_eq!(n, 3);
+        assert_eq!(n, 4);
         assert_eq!(
             out,
-            r#"{"model":"m","messages":[{"role":"user","content":"<EMAIL_ADDRESS_1>"},{"role":"tool","content":[{"type":"text","text":"cc: <EMAIL_ADDRESS_1>, <EMAIL_ADDRESS_1>"}]}],"a@x.io":1}"#
+            r#"{"model":"m","messages":[{"role":"user","content":"<EMAIL_ADDRESS_1>"},{"role":"tool","content":[{"type":"text","text":"cc: <EMAIL_ADDRESS_1>, <EMAIL_ADDRESS_1>"}]}],"<EMAIL_ADDRESS_1>":1}"#
         );
         serde_json::from_str::<serde_json::Value>(&out).unwrap();
     }

@@ -810,6 +810,12 @@ impl HttpFilter {
                     if masked > 0 {
                         host.set_request_header(&cfg.header("pii-masked"), &masked.to_string());
                     }
+                    if self.restore.is_some() {
+                        // The answer must come as text for its placeholders to be restored;
+                        // a compressor filter after this one may still encode it for the
+                        // client.
+                        host.set_request_header("accept-encoding", "identity");
+                    }
                 }
                 Err(e) if !self.mask.is_empty() => {
                     // The body cannot go upstream with the values in it.

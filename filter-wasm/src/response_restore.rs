@@ -7,7 +7,8 @@
 //! - `text/event-stream`: each body chunk is replaced by what [`SseRestore::feed`]
 //!   returns; nothing is buffered beyond one incomplete event (and one held event).
 //! - anything else, or a `content-encoding` other than identity: passed through untouched
-//!   (counted in `semroute.pii_restore_skipped`).
+//!   (counted in `semroute.pii_restore_skipped`). The masked request asks for
+//!   `accept-encoding: identity`, so an upstream that honours it never encodes.
 //!
 //! A JSON answer or SSE event larger than the limit is passed through unrestored (also
 //! counted), never truncated.

@@ -94,6 +94,11 @@ fn values_are_masked_everywhere_in_the_body() {
     assert_eq!(sent, expected, "only the values and the model changed");
     serde_json::from_str::<Value>(&sent).unwrap();
     assert_eq!(h.header("x-semroute-pii-masked"), Some("5"));
+    assert_eq!(
+        h.header("accept-encoding"),
+        Some("identity"),
+        "answers come unencoded"
+    );
     assert_eq!(h.header("x-semroute-decision"), Some("math"));
     assert_eq!(
         h.header("content-length"),

@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 
-use semroute_filter::compression::risk::{scan, scan_injection};
 use semroute_filter::compression::RiskFlags;
+use semroute_filter::risk::{scan, scan_injection};
 
 /// Counts of one label's texts.
 #[derive(Default)]

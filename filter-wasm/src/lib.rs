@@ -1,6 +1,13 @@
 //! semroute proxy-wasm HTTP filter.
 //!
-//! All logic lives in plain modules tested natively:
+//! All logic lives in plain modules tested natively. Text processing layers as
+//! [`text`] → [`risk`] → [`compression`] → request and filter (no module imports from a
+//! layer above it):
+//! - [`text`]: the shared text layer: character classes and reader, one hash, the token
+//!   estimate and terms, the lexicon and sentence segmentation;
+//! - [`risk`]: the cheap risk detectors (personal-data patterns, context cues, encoded
+//!   payloads, injection cues) that decide which sentences compression keeps;
+//! - [`compression`]: the prompt builder and its selection to a token budget;
 //! - [`json_scan`]: incremental, resumable JSON scanner with byte offsets;
 //! - [`json_strings`]: string values of a whole JSON text, decoded with raw offsets, for
 //!   in-place rewrites;
@@ -51,6 +58,7 @@ pub mod request;
 pub mod request_edits;
 pub mod request_path;
 pub mod response_restore;
+pub mod risk;
 #[cfg(any(test, feature = "testing"))]
 #[allow(
     clippy::unwrap_used,
@@ -59,6 +67,7 @@ pub mod response_restore;
     clippy::panic
 )]
 pub mod testing;
+pub mod text;
 
 #[cfg(target_arch = "wasm32")]
 mod shim;

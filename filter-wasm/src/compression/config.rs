@@ -120,8 +120,8 @@ pub struct CompressionConfig {
     /// is a hard cap for everything but the last sentence of a pinned segment).
     pub risk_overflow_tokens: u32,
     /// Estimated tokens of surrounding text kept on each side of a sentence with an
-    /// injection cue ([`RiskFlags::INJECTION`]; a weak [`RiskFlags::FRAMING`] cue and a
-    /// [`RiskFlags::HARMFUL_REQUEST`] get none),
+    /// injection cue ([`crate::risk::RiskFlags::INJECTION`]; a weak [`crate::risk::RiskFlags::FRAMING`] cue and a
+    /// [`crate::risk::RiskFlags::HARMFUL_REQUEST`] get none),
     /// nearest sentences first, within its segment, while the budget allows
     /// (default 160; at most 4096). A persona, fiction or rule-list setup spreads over many
     /// sentences and short lines, the cue words sit in only some of them, and the daemon's

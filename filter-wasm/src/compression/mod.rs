@@ -7,7 +7,7 @@
 //! TF-IDF and novelty, each input cut to about 512 tokens. It fixes the paper's known
 //! weakness (compression changed many jailbreak decisions, so the paper exempted jailbreak
 //! and PII from it) by never dropping the sentences that cheap risk detectors flag
-//! ([`risk`]) nor the end of the pinned segments (the final user question).
+//! ([`crate::risk`]) nor the end of the pinned segments (the final user question).
 //!
 //! Pipeline, per request:
 //!
@@ -24,24 +24,23 @@
 //!    kept sentences in their original order.
 //!
 //! Budgets are in the daemon's encoder tokens (BERT WordPiece, MiniLM uncased), estimated
-//! without the tokenizer (see `text`); a ratio learned from the daemon's reported
+//! without the tokenizer (see [`crate::text`]); a ratio learned from the daemon's reported
 //! `input_tokens` ([`TokenCalibration`]) corrects the estimate over time.
 
 mod config;
-mod lexicon;
 mod rank;
-pub mod risk;
-mod segment;
 mod select;
 #[cfg(test)]
 mod tests;
-mod text;
+
+use crate::risk;
+use crate::text::{self, segment};
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 
+pub use crate::risk::RiskFlags;
 pub use config::*;
-pub use risk::RiskFlags;
 
 use segment::{Segmenter, Span};
 use text::PreHashedBuild;

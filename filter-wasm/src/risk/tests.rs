@@ -47,7 +47,7 @@ fn byte_scan_in_a_shared_pass_equals_the_byte_summary() {
             text.push_str(&piece.repeat(times));
         }
         let mut scan = ByteScan::default();
-        crate::compression::text::read_chars(&text, &mut scan);
+        crate::text::read_chars(&text, &mut scan);
         let (a, b) = (scan.summary(), ByteSummary::of(text.as_bytes()));
         assert_eq!(
             (a.classes, a.long_b64_run),

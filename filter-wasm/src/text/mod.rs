@@ -27,7 +27,10 @@
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
 
-use super::lexicon::WordTable;
+pub mod lexicon;
+pub mod segment;
+
+use lexicon::WordTable;
 
 /// Centi-tokens per token.
 pub(crate) const CENTI: u32 = 100;

@@ -19,14 +19,14 @@
 //!   starts with a lowercase letter (a wrapped prose line); after a list item, heading,
 //!   quote or table row it always does.
 //! - Inside fenced code blocks (a line starting with ```` ``` ```` or `~~~`) terminators are
-//!   ignored; the block is cut into units at blank lines and every [`CODE_UNIT_LINES`]
+//!   ignored; the block is cut into units at blank lines and every `CODE_UNIT_LINES`
 //!   lines. The opening fence line stays with the first unit, a closing fence line ends the
 //!   last one.
 //! - Length caps keep every sentence selectable: at the first whitespace after
 //!   `soft_max` bytes, inside a whitespace-free run after `soft_max / 3` bytes, and
 //!   anywhere after `soft_max * 4 / 3` bytes.
 
-use super::text::{alphanumeric_block, LetterBlock};
+use super::{alphanumeric_block, LetterBlock};
 
 /// Lines per unit inside a fenced code block.
 pub(crate) const CODE_UNIT_LINES: u32 = 8;
@@ -187,7 +187,7 @@ impl Segmenter {
                 i += 1;
                 continue;
             }
-            let Some(c) = super::text::char_at(chunk, i, b) else {
+            let Some(c) = super::char_at(chunk, i, b) else {
                 break;
             };
             self.step(c, base + i, out);
@@ -665,7 +665,7 @@ fn is_abbreviation(w: &[u8]) -> bool {
 
 /// Month abbreviations, lowercase without the final period ("Jan.", "Sept."): also read by
 /// the risk scan, where "on June 1" is a date, not a house number.
-pub(super) fn is_month_abbreviation(w: &[u8]) -> bool {
+pub(crate) fn is_month_abbreviation(w: &[u8]) -> bool {
     matches!(
         w,
         b"jan"

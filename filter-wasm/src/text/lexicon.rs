@@ -3,7 +3,7 @@
 //! The risk scanners compare every word of user text with a few hundred cue words (titles,
 //! street words, injection cues, ...). A chain of slice comparisons per list costs a
 //! `memcmp` per candidate of the same length, several lists per word; this table packs a
-//! folded word of up to [`MAX_WORD`] bytes into one `u128` and finds it with a single
+//! folded word of up to `MAX_WORD` bytes into one `u128` and finds it with a single
 //! multiplicative hash and, almost always, one probe of an open-addressing table. Most
 //! words of a text are in no list: a 4096-bit filter (one bit per held word, a Bloom
 //! filter with one hash) turns most of them away before the probe. Lookups give exactly

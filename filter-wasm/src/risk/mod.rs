@@ -65,8 +65,8 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use super::lexicon::{self, WordTable};
-use super::text::{CharSink, Fnv, LetterBlock};
+use crate::text::lexicon::{self, WordTable};
+use crate::text::{CharSink, Fnv, LetterBlock};
 
 /// A set of risk kinds found in a text (a bit set).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]

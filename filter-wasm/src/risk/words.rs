@@ -605,5 +605,5 @@ pub(super) fn is_month(w: &[u8]) -> bool {
             | b"october"
             | b"november"
             | b"december"
-    ) || super::super::segment::is_month_abbreviation(w)
+    ) || crate::text::segment::is_month_abbreviation(w)
 }

@@ -4,7 +4,7 @@
 //! [`text`] → [`risk`] → [`compression`] → request and filter (no module imports from a
 //! layer above it):
 //! - [`text`]: the shared text layer: character classes and reader, one hash, the token
-//!   estimate and terms, the lexicon and sentence segmentation;
+//!   estimate, the scoring terms, the lexicon and sentence segmentation;
 //! - [`risk`]: the cheap risk detectors (personal-data patterns, context cues, encoded
 //!   payloads, injection cues) that decide which sentences compression keeps;
 //! - [`compression`]: the prompt builder and its selection to a token budget;

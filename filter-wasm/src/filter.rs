@@ -32,7 +32,7 @@ use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Timings};
 use thiserror::Error;
 
 use crate::body_rewrite::{self, BodyState, RewriteError};
-use crate::compression::{RiskFlags, SCORED_ALONE};
+use crate::compression::{push_pattern_sentence, RiskFlags, SCORED_ALONE};
 use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
@@ -227,17 +227,12 @@ fn pattern_types(risk: RiskFlags) -> Vec<&'static str> {
 }
 
 /// The prompt's and the scan text's [`crate::compression::Compressed::pattern_text`]
-/// joined, whole sentences only, within `MAX_PATTERN_TEXT_BYTES`.
+/// joined, whole sentences only, within the pattern text's limit.
 fn join_pattern_text(mut prompt: String, scan: &str) -> String {
     for sentence in scan.split('\n').filter(|s| !s.is_empty()) {
-        let sep = usize::from(!prompt.is_empty());
-        if prompt.len() + sep + sentence.len() > semroute_proto::MAX_PATTERN_TEXT_BYTES {
+        if !push_pattern_sentence(&mut prompt, sentence) {
             break;
         }
-        if sep == 1 {
-            prompt.push('\n');
-        }
-        prompt.push_str(sentence);
     }
     prompt
 }
@@ -617,12 +612,7 @@ impl HttpFilter {
             self.verdict = Some(policy::without_classification(&self.config, facts, None));
             return;
         }
-        if self.config.may_mask() {
-            self.sent_text = text.clone();
-            self.sent_scan_text = scan_text.clone();
-            self.sent_pattern_text = pattern_text.clone();
-        }
-        let request = ClassifyRequest {
+        let mut request = ClassifyRequest {
             request_id: self.request_id.clone(),
             text: text.into_bytes(),
             signals,
@@ -632,12 +622,17 @@ impl HttpFilter {
             scan_flagged_sentences: text_spans(&scan_flagged),
             pattern_text: pattern_text.into_bytes(),
         };
+        let message = request.encode_to_vec();
+        if self.config.may_mask() {
+            // Kept (moved back out of the request, not copied) to read the values of the
+            // entities the reply names.
+            let text = |b: &mut Vec<u8>| String::from_utf8(std::mem::take(b)).unwrap_or_default();
+            self.sent_text = text(&mut request.text);
+            self.sent_scan_text = text(&mut request.scan_text);
+            self.sent_pattern_text = text(&mut request.pattern_text);
+        }
         let timeout = Duration::from_millis(self.config.daemon.timeout_ms);
-        match host.dispatch_classify(
-            &self.config.daemon.cluster,
-            &request.encode_to_vec(),
-            timeout,
-        ) {
+        match host.dispatch_classify(&self.config.daemon.cluster, &message, timeout) {
             Ok(token) => {
                 let now = host.now_us();
                 self.dispatch_at_us = Some(now);

@@ -61,6 +61,20 @@ pub use semroute_proto::MAX_FLAGGED_SENTENCES;
 /// Largest [`Compressed::pattern_text`], bytes (`ClassifyRequest.pattern_text`).
 pub use semroute_proto::MAX_PATTERN_TEXT_BYTES;
 
+/// Appends `sentence` to a pattern text (sentences joined by `\n`) when the result stays
+/// within [`MAX_PATTERN_TEXT_BYTES`]; false when it would not (nothing is appended).
+pub fn push_pattern_sentence(pattern_text: &mut String, sentence: &str) -> bool {
+    let sep = usize::from(!pattern_text.is_empty());
+    if pattern_text.len() + sep + sentence.len() > MAX_PATTERN_TEXT_BYTES {
+        return false;
+    }
+    if sep == 1 {
+        pattern_text.push('\n');
+    }
+    pattern_text.push_str(sentence);
+    true
+}
+
 /// The end of the pinned segments may use at most 1 / `PINNED_SHARE` of the text budget
 /// (their last sentences are kept even beyond it); the rest is left to the risk-flagged
 /// sentences and the ranking. A content part or message of any length may be the final

@@ -179,16 +179,13 @@ impl PromptBuilder {
             let Some(t) = self.text.get(s.start..s.end) else {
                 continue;
             };
-            let sep = usize::from(!out.pattern_text.is_empty());
-            if out.pattern_text.len() + sep + t.len() > MAX_PATTERN_TEXT_BYTES {
+            if queued.contains(&s.fingerprint) {
+                continue;
+            }
+            if !push_pattern_sentence(&mut out.pattern_text, t) {
                 break;
             }
-            if queued.insert(s.fingerprint) {
-                if sep == 1 {
-                    out.pattern_text.push('\n');
-                }
-                out.pattern_text.push_str(t);
-            }
+            queued.insert(s.fingerprint);
         }
         (out, kept)
     }

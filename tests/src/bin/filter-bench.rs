@@ -60,6 +60,7 @@ use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
 use semroute_filter::prompt::{reduction, text_spans, PromptBuilder, TokenCalibration};
+use semroute_filter::testing::MockHost;
 use semroute_proto::v1::{ClassifyRequest, PiiEntity};
 use serde_json::{json, Value};
 
@@ -125,9 +126,6 @@ fn envoy_filter_config() -> Vec<u8> {
 /// that grows chunk by chunk, prefix replacement, one gRPC call.
 struct BenchHost {
     headers: Vec<(String, String)>,
-    response_headers: Vec<(String, String)>,
-    /// The response body buffered for the current callback.
-    response: Vec<u8>,
     body: Vec<u8>,
     /// Prefix replacement (drained bytes, new prefix), applied lazily as
     /// Envoy does without moving the rest of the buffer.
@@ -150,8 +148,6 @@ impl BenchHost {
                 ("content-length".into(), content_length.to_string()),
                 ("x-request-id".into(), "bench".into()),
             ],
-            response_headers: Vec::new(),
-            response: Vec::new(),
             body: Vec::with_capacity(content_length),
             replaced: None,
             dispatched: None,
@@ -181,31 +177,20 @@ impl Host for BenchHost {
     fn remove_request_header(&mut self, name: &str) {
         self.headers.retain(|(k, _)| k != name);
     }
-    fn set_response_header(&mut self, name: &str, value: &str) {
-        self.remove_response_header(name);
-        self.response_headers.push((name.into(), value.into()));
+    fn set_response_header(&mut self, _name: &str, _value: &str) {}
+    fn response_header(&self, _name: &str) -> Option<String> {
+        None
     }
-    fn response_header(&self, name: &str) -> Option<String> {
-        self.response_headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
-    }
-    fn remove_response_header(&mut self, name: &str) {
-        self.response_headers.retain(|(k, _)| k != name);
-    }
-    fn response_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
-        let end = start.saturating_add(len).min(self.response.len());
-        self.response.get(start..end).map(<[u8]>::to_vec)
+    fn remove_response_header(&mut self, _name: &str) {}
+    fn response_body(&self, _start: usize, _len: usize) -> Option<Vec<u8>> {
+        None
     }
     fn set_response_body(
         &mut self,
-        start: usize,
-        len: usize,
-        bytes: &[u8],
+        _start: usize,
+        _len: usize,
+        _bytes: &[u8],
     ) -> Result<(), HostError> {
-        let end = start.saturating_add(len).min(self.response.len());
-        self.response.splice(start..end, bytes.iter().copied());
         Ok(())
     }
     fn increment_counter(&mut self, _name: &str, _by: u64) {}
@@ -410,12 +395,13 @@ fn run_restore(config: &Rc<FilterConfig>, answer: &[u8], sse: bool, chunk: usize
     .to_string();
     let calibration = Rc::new(Cell::new(TokenCalibration::default()));
     let mut f = HttpFilter::new(Rc::clone(config), calibration);
-    let mut host = BenchHost::new(body.len(), Vec::new());
+    // The request side is not timed: the filter's own mock host serves it.
+    let mut host = MockHost::new("POST", "/v1/chat/completions", &[]);
     f.on_request_headers(&mut host, false);
     host.body.extend_from_slice(body.as_bytes());
     let len = host.body.len();
     f.on_request_body(&mut host, len, true);
-    let sent = ClassifyRequest::decode(host.request.as_slice()).expect("Classify request");
+    let sent = &host.calls.first().expect("Classify request").1;
     let text = String::from_utf8_lossy(&sent.text);
     let at = text.find(EMAIL).expect("the e-mail address was sent") as u32;
     let mut reply = instant_reply(String::new(), 20);
@@ -428,10 +414,11 @@ fn run_restore(config: &Rc<FilterConfig>, answer: &[u8], sse: bool, chunk: usize
             ..Default::default()
         });
     }
-    host.reply = reply.encode_to_vec();
-    let reply_len = host.reply.len();
+    let reply = reply.encode_to_vec();
+    let reply_len = reply.len();
+    host.reply = Some(reply);
     f.on_grpc_response(&mut host, 1, 0, reply_len);
-    assert!(host.resumed, "the request was not resumed");
+    assert_eq!(host.resumed, 1, "the request was not resumed");
     let ctype = if sse {
         "text/event-stream"
     } else {
@@ -443,10 +430,10 @@ fn run_restore(config: &Rc<FilterConfig>, answer: &[u8], sse: bool, chunk: usize
     let n = answer.len().div_ceil(chunk);
     for (i, part) in answer.chunks(chunk).enumerate() {
         if sse {
-            host.response.clear();
+            host.response_body.clear();
         }
-        host.response.extend_from_slice(part);
-        let buffered = host.response.len();
+        host.response_body.extend_from_slice(part);
+        let buffered = host.response_body.len();
         let t = Instant::now();
         f.on_response_body(&mut host, buffered, i + 1 == n);
         spent += t.elapsed();

@@ -347,7 +347,7 @@ impl PromptBuilder {
             last_entry: Vec::new(),
             scratch: Vec::new(),
             word_buf: Vec::new(),
-            risk: RiskFlags::NONE,
+            risk: RiskFlags::empty(),
             total_centi: 0,
             pool: Vec::new(),
             flagged: Vec::new(),

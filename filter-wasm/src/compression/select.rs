@@ -86,7 +86,7 @@ impl PromptBuilder {
             // each personal-data record (the short lines around it: the name, city and
             // country lines of an address block), then names (the noisiest cue), then the
             // neighbours of each personal-data sentence.
-            let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
+            let strong_pii = RiskFlags::PII.difference(RiskFlags::NAME);
             let steps = [
                 (
                     RiskFlags::INJECTION.union(RiskFlags::HARMFUL_REQUEST),

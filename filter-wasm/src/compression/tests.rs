@@ -634,7 +634,7 @@ fn check_invariants(b: &PromptBuilder, pinned: &[usize], budget: u32) -> Vec<usi
         .sentences
         .iter()
         .any(|s| s.risk.intersects(RiskFlags::INJECTION));
-    let strong_pii = RiskFlags::PII.without(RiskFlags::NAME);
+    let strong_pii = RiskFlags::PII.difference(RiskFlags::NAME);
     let all_strong: Vec<bool> = b
         .sentences
         .iter()

@@ -49,7 +49,7 @@ impl ContextScanner {
             address_lower_at: None,
             place_verb_at: None,
             foreign_street_at: None,
-            flags: RiskFlags::NONE,
+            flags: RiskFlags::empty(),
         }
     }
 
@@ -248,7 +248,7 @@ impl ContextScanner {
         let cur = self.back(0);
         let (p2, p3) = (self.back(2), self.back(3));
         let c = cur.text();
-        let mut f = RiskFlags::NONE;
+        let mut f = RiskFlags::empty();
 
         // Names: a courtesy title, an introduction, a greeting or a signature before a
         // capitalised word.

@@ -25,7 +25,7 @@ pub(super) fn encoded(text: &str, bytes: ByteSummary) -> RiskFlags {
     if b.len() < ESCAPES_MIN as usize * 3 && b.len() < HEX_MIN
         || !bytes.long_b64_run && !bytes.has(ByteSummary::ESCAPE)
     {
-        return RiskFlags::NONE;
+        return RiskFlags::empty();
     }
     let mut i = 0;
     let mut escapes = 0u32;
@@ -97,7 +97,7 @@ pub(super) fn encoded(text: &str, bytes: ByteSummary) -> RiskFlags {
             i += 1;
         }
     }
-    RiskFlags::NONE
+    RiskFlags::empty()
 }
 
 /// Whether a run of base64 alphabet characters (`len` counts its `=` padding) looks like

@@ -351,7 +351,7 @@ impl CueMatcher {
             self.persona |=
                 self.n == 2 && p1 == Cue::YouAre || self.n == 3 && p1 == Cue::Are && p2 == Cue::You;
         }
-        let mut f = RiskFlags::NONE;
+        let mut f = RiskFlags::empty();
         // Instruction overrides: "ignore (all) previous instructions", "forget everything",
         // "die obigen Anweisungen ignorieren".
         // "Now new instructions follow", "nun folgen neue Anweisungen": a replacement
@@ -713,7 +713,7 @@ impl CueWords {
                 n: 0,
                 persona: false,
                 req: Request::default(),
-                flags: RiskFlags::NONE,
+                flags: RiskFlags::empty(),
             },
         }
     }

@@ -68,64 +68,75 @@ use std::sync::OnceLock;
 use crate::text::lexicon::{self, WordTable};
 use crate::text::{CharSink, Fnv, LetterBlock};
 
-/// A set of risk kinds found in a text (a bit set).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct RiskFlags(u16);
+bitflags::bitflags! {
+    /// A set of risk kinds found in a text.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+    pub struct RiskFlags: u16 {
+        /// An e-mail address.
+        const EMAIL = 1 << 0;
+        /// A phone number.
+        const PHONE = 1 << 1;
+        /// A Luhn-valid payment-card-like digit run.
+        const CARD = 1 << 2;
+        /// A mod-97-valid IBAN-like string.
+        const IBAN = 1 << 3;
+        /// A US Social Security number-like `AAA-GG-SSSS`.
+        const SSN = 1 << 4;
+        /// An IPv4 or IPv6 address.
+        const IP = 1 << 5;
+        /// An instruction override ("ignore previous instructions").
+        const OVERRIDE = 1 << 6;
+        /// A role-play or persona setup ("you are now DAN", "developer mode").
+        const ROLE_PLAY = 1 << 7;
+        /// An attempt to extract the system prompt.
+        const PROMPT_EXTRACTION = 1 << 8;
+        /// A long encoded payload (base64, hexadecimal, escape sequences), or a run of escaped
+        /// line breaks padding an instruction away from the text before it.
+        const ENCODED = 1 << 9;
+        /// A person's name in context (after a courtesy title, an introduction, a greeting or a
+        /// signature, or next to personal words such as "patient" or "account").
+        const NAME = 1 << 10;
+        /// A street address, apartment or post-office box number, or a place of residence.
+        const ADDRESS = 1 << 11;
+        /// An age, a date of birth, or a document or account number in context.
+        const IDENTITY = 1 << 12;
+        /// A weak injection cue: a fiction or hypothetical framing ("a hypothetical
+        /// vulnerability") or "act as" inside a sentence. Common in exam and technical prose
+        /// ("a hypothetical gas", "the diode acts as"), so compression keeps the sentence but
+        /// not the text around it, unlike the [`RiskFlags::INJECTION`] kinds.
+        const FRAMING = 1 << 13;
+        /// A plainly harmful request, with no injection wording: an asking phrase ("give
+        /// instructions for", "explain how to", "write a tutorial on", "how can I") and a harm
+        /// word after it in the same clause ("hacking", "ransomware", "a bomb", "launder money",
+        /// "poison", "without getting caught"). The sentence is the request itself, so
+        /// compression keeps it but not the text around it, unlike the
+        /// [`RiskFlags::INJECTION`] kinds.
+        const HARMFUL_REQUEST = 1 << 14;
+
+        /// All personal-data kinds.
+        const PII = Self::VALIDATED_PII.bits()
+                | Self::NAME.bits()
+                | Self::ADDRESS.bits()
+                | Self::IDENTITY.bits();
+        /// The personal-data kinds the daemon finds with validated patterns: e-mail, phone,
+        /// card, IBAN, SSN, IP address.
+        const VALIDATED_PII = Self::EMAIL.bits()
+                | Self::PHONE.bits()
+                | Self::CARD.bits()
+                | Self::IBAN.bits()
+                | Self::SSN.bits()
+                | Self::IP.bits();
+        /// The jailbreak / prompt-injection kinds whose surrounding text compression keeps
+        /// (every injection kind but the weak [`RiskFlags::FRAMING`] and the self-contained
+        /// [`RiskFlags::HARMFUL_REQUEST`]).
+        const INJECTION = Self::OVERRIDE.bits()
+                | Self::ROLE_PLAY.bits()
+                | Self::PROMPT_EXTRACTION.bits()
+                | Self::ENCODED.bits();
+    }
+}
 
 impl RiskFlags {
-    /// No risk found.
-    pub const NONE: RiskFlags = RiskFlags(0);
-    /// An e-mail address.
-    pub const EMAIL: RiskFlags = RiskFlags(1 << 0);
-    /// A phone number.
-    pub const PHONE: RiskFlags = RiskFlags(1 << 1);
-    /// A Luhn-valid payment-card-like digit run.
-    pub const CARD: RiskFlags = RiskFlags(1 << 2);
-    /// A mod-97-valid IBAN-like string.
-    pub const IBAN: RiskFlags = RiskFlags(1 << 3);
-    /// A US Social Security number-like `AAA-GG-SSSS`.
-    pub const SSN: RiskFlags = RiskFlags(1 << 4);
-    /// An IPv4 or IPv6 address.
-    pub const IP: RiskFlags = RiskFlags(1 << 5);
-    /// An instruction override ("ignore previous instructions").
-    pub const OVERRIDE: RiskFlags = RiskFlags(1 << 6);
-    /// A role-play or persona setup ("you are now DAN", "developer mode").
-    pub const ROLE_PLAY: RiskFlags = RiskFlags(1 << 7);
-    /// An attempt to extract the system prompt.
-    pub const PROMPT_EXTRACTION: RiskFlags = RiskFlags(1 << 8);
-    /// A long encoded payload (base64, hexadecimal, escape sequences), or a run of escaped
-    /// line breaks padding an instruction away from the text before it.
-    pub const ENCODED: RiskFlags = RiskFlags(1 << 9);
-    /// A person's name in context (after a courtesy title, an introduction, a greeting or a
-    /// signature, or next to personal words such as "patient" or "account").
-    pub const NAME: RiskFlags = RiskFlags(1 << 10);
-    /// A street address, apartment or post-office box number, or a place of residence.
-    pub const ADDRESS: RiskFlags = RiskFlags(1 << 11);
-    /// An age, a date of birth, or a document or account number in context.
-    pub const IDENTITY: RiskFlags = RiskFlags(1 << 12);
-    /// A weak injection cue: a fiction or hypothetical framing ("a hypothetical
-    /// vulnerability") or "act as" inside a sentence. Common in exam and technical prose
-    /// ("a hypothetical gas", "the diode acts as"), so compression keeps the sentence but
-    /// not the text around it, unlike the [`RiskFlags::INJECTION`] kinds.
-    pub const FRAMING: RiskFlags = RiskFlags(1 << 13);
-    /// A plainly harmful request, with no injection wording: an asking phrase ("give
-    /// instructions for", "explain how to", "write a tutorial on", "how can I") and a harm
-    /// word after it in the same clause ("hacking", "ransomware", "a bomb", "launder money",
-    /// "poison", "without getting caught"). The sentence is the request itself, so
-    /// compression keeps it but not the text around it, unlike the
-    /// [`RiskFlags::INJECTION`] kinds.
-    pub const HARMFUL_REQUEST: RiskFlags = RiskFlags(1 << 14);
-
-    /// All personal-data kinds.
-    pub const PII: RiskFlags = RiskFlags(0b1_1100_0011_1111);
-    /// The personal-data kinds the daemon finds with validated patterns: e-mail, phone,
-    /// card, IBAN, SSN, IP address.
-    pub const VALIDATED_PII: RiskFlags = RiskFlags(0b11_1111);
-    /// The jailbreak / prompt-injection kinds whose surrounding text compression keeps
-    /// (every injection kind but the weak [`RiskFlags::FRAMING`] and the self-contained
-    /// [`RiskFlags::HARMFUL_REQUEST`]).
-    pub const INJECTION: RiskFlags = RiskFlags(0b11_1100_0000);
-
     /// Every kind, most severe first (the order compression keeps flagged sentences in
     /// when they do not all fit), with its name.
     pub const KINDS: [(RiskFlags, &'static str); 15] = [
@@ -146,30 +157,6 @@ impl RiskFlags {
         (RiskFlags::NAME, "name"),
     ];
 
-    /// Whether no kind is set.
-    pub const fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-    /// Whether every kind in `other` is set.
-    pub const fn contains(self, other: RiskFlags) -> bool {
-        self.0 & other.0 == other.0
-    }
-    /// Whether any kind in `other` is set.
-    pub const fn intersects(self, other: RiskFlags) -> bool {
-        self.0 & other.0 != 0
-    }
-    /// The union of both sets.
-    pub const fn union(self, other: RiskFlags) -> RiskFlags {
-        RiskFlags(self.0 | other.0)
-    }
-    /// The kinds of `self` that are not in `other`.
-    pub const fn without(self, other: RiskFlags) -> RiskFlags {
-        RiskFlags(self.0 & !other.0)
-    }
-    /// The raw bits.
-    pub const fn bits(self) -> u16 {
-        self.0
-    }
     /// Names of the kinds set, most severe first.
     pub fn names(self) -> impl Iterator<Item = &'static str> {
         RiskFlags::KINDS
@@ -180,19 +167,6 @@ impl RiskFlags {
     /// Index in [`RiskFlags::KINDS`] of the most severe kind set, if any.
     pub fn severity_rank(self) -> Option<usize> {
         RiskFlags::KINDS.iter().position(|(k, _)| self.contains(*k))
-    }
-}
-
-impl std::ops::BitOr for RiskFlags {
-    type Output = RiskFlags;
-    fn bitor(self, rhs: RiskFlags) -> RiskFlags {
-        self.union(rhs)
-    }
-}
-
-impl std::ops::BitOrAssign for RiskFlags {
-    fn bitor_assign(&mut self, rhs: RiskFlags) {
-        self.0 |= rhs.0;
     }
 }
 
@@ -258,7 +232,7 @@ fn scan_patterns(text: &str, lead: &[u8], bytes: ByteSummary) -> RiskFlags {
     let has_at = bytes.has(ByteSummary::AT);
     let has_colon = bytes.has(ByteSummary::COLON);
     let has_bracket = bytes.has(ByteSummary::BRACKET);
-    let mut f = RiskFlags::NONE;
+    let mut f = RiskFlags::empty();
     if has_digit && has_full_date(b) {
         f |= RiskFlags::IDENTITY;
     }

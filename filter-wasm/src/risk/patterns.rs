@@ -121,7 +121,7 @@ pub(super) fn has_spelled_email(b: &[u8]) -> bool {
 
 /// Scans runs of digits and separators for card, SSN and phone shapes.
 pub(super) fn scan_digit_runs(b: &[u8], lead: &[u8]) -> RiskFlags {
-    let mut f = RiskFlags::NONE;
+    let mut f = RiskFlags::empty();
     let mut i = 0;
     while i < b.len() {
         let x = at(b, i);
@@ -309,17 +309,17 @@ impl DigitRun {
     /// ([`phone_cue_near`]), asked only for a shape that needs one.
     pub(super) fn classify(&self, cue: impl FnOnce() -> bool) -> RiskFlags {
         if self.overflow {
-            return RiskFlags::NONE;
+            return RiskFlags::empty();
         }
         let g = self.groups.get(..self.ngroups).unwrap_or_default();
         let digits = self.digits.get(..self.ndigits).unwrap_or_default();
         let n = self.ndigits;
-        let mut f = RiskFlags::NONE;
+        let mut f = RiskFlags::empty();
         if g == [3, 2, 4] && (self.sep == b'-' || self.sep == b' ') && valid_ssn(digits) {
             f |= RiskFlags::SSN;
         }
         if self.underscore && !(self.underscores_only && self.ngroups >= 3) {
-            return RiskFlags::NONE;
+            return RiskFlags::empty();
         }
         // Dots or underscores between three or more groups (`4111.1111.1111.1111`): an
         // IPv4 address has at most 12 digits, a decimal number one dot.

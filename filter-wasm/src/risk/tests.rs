@@ -493,11 +493,11 @@ fn harmful_requests() {
     // A request and a harm word in different clauses.
     assert_eq!(
         scan("Explain how to bake bread. The bomb squad arrived later."),
-        RiskFlags::NONE
+        RiskFlags::empty()
     );
     assert_eq!(
         scan("Write a tutorial on knitting;\nmalware is a separate topic"),
-        RiskFlags::NONE
+        RiskFlags::empty()
     );
     // The kind is kept without context, after the strong injection kinds.
     assert!(!RiskFlags::INJECTION.contains(RiskFlags::HARMFUL_REQUEST));
@@ -522,7 +522,7 @@ fn benign_text_is_not_flagged() {
         "Show the new guidelines to the team.",
         "The system message says the disk is full.",
     ] {
-        assert_eq!(scan(t), RiskFlags::NONE, "{t}");
+        assert_eq!(scan(t), RiskFlags::empty(), "{t}");
     }
     // Weak cues: kept, without context.
     for t in [
@@ -677,7 +677,7 @@ fn every_listed_word_is_found_in_its_table() {
 fn flags_display() {
     let f = RiskFlags::EMAIL | RiskFlags::OVERRIDE;
     assert_eq!(f.to_string(), "override,email");
-    assert_eq!(RiskFlags::NONE.to_string(), "none");
+    assert_eq!(RiskFlags::empty().to_string(), "none");
     assert!(f.intersects(RiskFlags::PII) && f.intersects(RiskFlags::INJECTION));
     assert_eq!(f.severity_rank(), Some(0));
 }

@@ -202,14 +202,7 @@ pub(super) fn cue(key: u128, all_caps: bool) -> Cue {
         return Cue::Dan;
     }
     TABLE
-        .get_or_init(|| {
-            WordTable::new(
-                CUE_WORDS
-                    .iter()
-                    .flat_map(|&(c, words)| words.iter().map(move |&w| (w, c))),
-                |_, b| b,
-            )
-        })
+        .get_or_init(|| WordTable::new(cue_words().iter().map(|&(c, w)| (w, c)), |_, b| b))
         .get_packed(key)
 }
 
@@ -618,16 +611,14 @@ pub(super) fn misspelt_harm(w: &[u8]) -> Cue {
     let Some(&first) = w.first() else {
         return Cue::Other;
     };
-    CUE_WORDS
+    cue_words()
         .iter()
         .filter(|(c, _)| matches!(c, Cue::Harm | Cue::HarmMade))
-        .find(|(_, words)| {
-            words.iter().any(|h| {
-                h.len() >= MISSPELT_MIN
-                    && h.len().abs_diff(w.len()) <= 1
-                    && h.first() == Some(&first)
-                    && one_edit_apart(w, h)
-            })
+        .find(|(_, h)| {
+            h.len() >= MISSPELT_MIN
+                && h.len().abs_diff(w.len()) <= 1
+                && h.first() == Some(&first)
+                && one_edit_apart(w, h)
         })
         .map_or(Cue::Other, |&(c, _)| c)
 }

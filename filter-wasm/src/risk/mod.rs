@@ -526,7 +526,7 @@ fn look_alike_latin(c: char) -> Option<u8> {
 
 mod cue_words;
 mod injection;
-use cue_words::CUE_WORDS;
+use cue_words::cue_words;
 use injection::*;
 
 #[cfg(test)]

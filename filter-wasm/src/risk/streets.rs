@@ -3,44 +3,8 @@
 
 use super::*;
 
-/// Greek and Cyrillic street types, lowercase, as Greek, Russian, Ukrainian, Bulgarian,
-/// Serbian and Macedonian addresses write them before or after the street's name, full or
-/// abbreviated ("ул. Ленина 5", "вулиця Шевченка, буд. 82", "Οδός Αθηνάς 12").
-pub(super) const FOREIGN_STREET_WORDS: &[&str] = &[
-    "οδός",
-    "οδος",
-    "λεωφόρος",
-    "λεωφορος",
-    "λεωφ",
-    "πλατεία",
-    "πλατεια",
-    "улица",
-    "ул",
-    "проспект",
-    "пр",
-    "переулок",
-    "пер",
-    "набережная",
-    "наб",
-    "аллея",
-    "алл",
-    "шоссе",
-    "ш",
-    "бульвар",
-    "бул",
-    "площадь",
-    "пл",
-    "проезд",
-    "тупик",
-    "вулиця",
-    "вул",
-    "провулок",
-    "пров",
-    "площа",
-    "узвіз",
-    "булевард",
-    "булевар",
-];
+/// Greek and Cyrillic street types, lowercase, full or abbreviated (`lists/foreign_street_words.txt`).
+pub(super) const FOREIGN_STREET_WORDS: &str = include_str!("lists/foreign_street_words.txt");
 
 /// Street types written before the street's name, capitalised, in Spanish, Portuguese,
 /// Italian, Romanian, Catalan, French and Polish addresses ("Avenida de Florinda Nicolau
@@ -158,80 +122,14 @@ pub(super) fn is_street_first(w: &[u8]) -> bool {
     )
 }
 
-/// French street types written in lowercase between the house number and the name ("12
-/// rue du Moulin", "57, boulevard de Raynaud"). The ones that are also English words
-/// ("place", "route", "passage", "square", "cours") count only before a particle ("3
-/// place de la Gare").
-pub(super) const FRENCH_STREET_TYPES: &[&[u8]] = &[
-    b"rue",
-    b"avenue",
-    b"boulevard",
-    b"allee",
-    b"chemin",
-    b"impasse",
-    b"quai",
-    b"montee",
-    b"rang",
-    b"place",
-    b"route",
-    b"passage",
-    b"square",
-    b"cours",
-];
+/// French street types written in lowercase between the house number and the name (`lists/french_street_types.txt`).
+pub(super) const FRENCH_STREET_TYPES: &str = include_str!("lists/french_street_types.txt");
 
-/// Courtesy titles that precede a name.
-pub(super) const HONORIFICS: &[&[u8]] = &[
-    b"mr", b"mrs", b"ms", b"miss", b"mx", b"dr", b"prof", b"sir", b"madam", b"dame", b"mme",
-    b"mlle", b"herr", b"frau", b"sr", b"sra", b"srta",
-];
+/// Courtesy titles that precede a name (`lists/honorifics.txt`).
+pub(super) const HONORIFICS: &str = include_str!("lists/honorifics.txt");
 
-/// Street words matched whole.
-pub(super) const STREET_WORDS: &[&[u8]] = &[
-    b"street",
-    b"st",
-    b"avenue",
-    b"ave",
-    b"road",
-    b"rd",
-    b"boulevard",
-    b"blvd",
-    b"lane",
-    b"ln",
-    b"drive",
-    b"dr",
-    b"court",
-    b"ct",
-    b"way",
-    b"place",
-    b"pl",
-    b"terrace",
-    b"square",
-    b"sq",
-    b"highway",
-    b"hwy",
-    b"parkway",
-    b"pkwy",
-    b"circle",
-    b"trail",
-    b"plaza",
-    b"rue",
-    b"via",
-    b"calle",
-    b"avenida",
-    b"rua",
-    b"str",
-    b"piazza",
-    b"viale",
-    b"corso",
-    b"carrer",
-    b"ulica",
-    b"utca",
-    b"strasse",
-    b"gasse",
-    b"platz",
-    b"allee",
-    b"avda",
-];
+/// Street words matched whole (`lists/street_words.txt`).
+pub(super) const STREET_WORDS: &str = include_str!("lists/street_words.txt");
 
 /// Street suffixes that count only in "house number, capitalised name, suffix" (see
 /// [`ContextScanner::word`]); as words of their own they are too common. The street types of

@@ -641,7 +641,7 @@ fn pii_eval() {
 
 #[test]
 fn every_listed_word_is_found_in_its_table() {
-    let lists: [(&[&[u8]], u16); 7] = [
+    let lists: [(&str, u16); 7] = [
         (HONORIFICS, Lex::HONORIFIC),
         (STREET_WORDS, Lex::STREET),
         (PERSONAL_CONTEXT, Lex::PERSONAL),
@@ -650,8 +650,9 @@ fn every_listed_word_is_found_in_its_table() {
         (ID_DOCUMENTS, Lex::ID_DOCUMENT),
         (PLACE_VERBS, Lex::PLACE_VERB),
     ];
-    for (words, bit) in lists {
-        for &w in words {
+    for (data, bit) in lists {
+        assert!(lexicon::list_words(data).count() > 5);
+        for w in lexicon::list_words(data).map(str::as_bytes) {
             assert!(w.len() <= CTX_WORD, "{w:?} is longer than a context word");
             assert!(
                 Lex::of(lexicon::pack(w)) & bit != 0,
@@ -660,11 +661,27 @@ fn every_listed_word_is_found_in_its_table() {
             );
         }
     }
-    for &(c, words) in CUE_WORDS {
-        for &w in words {
-            let key = lexicon::pack(w).expect("cue words fit a key");
-            assert_eq!(cue(key, false), c, "{}", String::from_utf8_lossy(w));
-        }
+    for section in cue_words::sections() {
+        assert!(
+            Cue::from_section(section).is_some(),
+            "unknown cue [{section}]"
+        );
+    }
+    assert!(cue_words().len() > 700);
+    for &(c, w) in cue_words() {
+        let key = lexicon::pack(w).expect("cue words fit a key");
+        let last = cue_words()
+            .iter()
+            .rev()
+            .find(|(_, v)| *v == w)
+            .map(|&(c, _)| c);
+        assert_eq!(
+            Some(cue(key, false)),
+            last,
+            "{}",
+            String::from_utf8_lossy(w)
+        );
+        let _ = c;
     }
     let key = |w: &[u8]| lexicon::pack(w).unwrap_or_default();
     assert_eq!(cue(key(b"dan"), true), Cue::Dan);

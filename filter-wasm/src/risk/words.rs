@@ -186,12 +186,14 @@ impl Lex {
         let Some(key) = key else { return 0 };
         TABLE
             .get_or_init(|| {
-                let lists: [(&[&[u8]], u16); 10] = [
+                let rules: [(&[&[u8]], u16); 2] = [
                     (&[b"is", b"name", b"me", b"with"], Lex::NAME_LEAD),
                     (
                         &[b"name", b"old", b"birth", b"number", b"id"],
                         Lex::RULE_WORD,
                     ),
+                ];
+                let lists: [(&'static str, u16); 8] = [
                     (HONORIFICS, Lex::HONORIFIC),
                     (STREET_WORDS, Lex::STREET),
                     (PERSONAL_CONTEXT, Lex::PERSONAL),
@@ -201,10 +203,14 @@ impl Lex {
                     (PLACE_VERBS, Lex::PLACE_VERB),
                     (FRENCH_STREET_TYPES, Lex::STREET_LOW),
                 ];
+                let listed = lists.into_iter().flat_map(|(data, bit)| {
+                    lexicon::list_words(data).map(move |w| (w.as_bytes(), bit))
+                });
                 WordTable::new(
-                    lists
+                    rules
                         .into_iter()
-                        .flat_map(|(words, bit)| words.iter().map(move |&w| (w, bit))),
+                        .flat_map(|(words, bit)| words.iter().map(move |&w| (w, bit)))
+                        .chain(listed),
                     |a, b| a | b,
                 )
             })
@@ -219,8 +225,7 @@ impl Lex {
         static TABLE: OnceLock<Vec<(u64, u16)>> = OnceLock::new();
         TABLE
             .get_or_init(|| {
-                let street = FOREIGN_STREET_WORDS
-                    .iter()
+                let street = lexicon::list_words(FOREIGN_STREET_WORDS)
                     .map(|w| (foreign_hash(w), Lex::FOREIGN_STREET));
                 let house = ["д", "дом", "буд", "будинок"]
                     .iter()
@@ -366,143 +371,20 @@ pub(super) fn looks_like_year(d: &[u8]) -> bool {
     matches!(d, [b'1', ..] | [b'2', b'0', ..]) && d.len() == 4
 }
 
-/// Words that make a nearby run of capitalised words read as a person's name.
-pub(super) const PERSONAL_CONTEXT: &[&[u8]] = &[
-    b"contact",
-    b"email",
-    b"phone",
-    b"born",
-    b"lives",
-    b"address",
-    b"customer",
-    b"patient",
-    b"account",
-    b"card",
-    b"ssn",
-    b"beneficiary",
-    b"client",
-    b"tenant",
-    b"applicant",
-    b"passenger",
-    b"employee",
-    b"cardholder",
-    b"spouse",
-    b"wife",
-    b"husband",
-    b"grandfather",
-    b"grandmother",
-    b"nephew",
-    b"niece",
-    b"mobile",
-    b"birthday",
-    b"username",
-    b"signed",
-    b"guardian",
-];
+/// Words that make a nearby run of capitalised words read as a person's name (`lists/personal_context.txt`).
+pub(super) const PERSONAL_CONTEXT: &str = include_str!("lists/personal_context.txt");
 
-/// Common first words of a sentence (which can follow "Species B." without being a
-/// surname).
-pub(super) const SENTENCE_OPENERS: &[&[u8]] = &[
-    b"the",
-    b"these",
-    b"this",
-    b"that",
-    b"those",
-    b"what",
-    b"which",
-    b"who",
-    b"how",
-    b"why",
-    b"when",
-    b"where",
-    b"if",
-    b"it",
-    b"its",
-    b"they",
-    b"he",
-    b"she",
-    b"we",
-    b"you",
-    b"in",
-    b"on",
-    b"at",
-    b"for",
-    b"a",
-    b"an",
-    b"there",
-    b"then",
-    b"find",
-    b"assume",
-    b"suppose",
-    b"let",
-    b"calculate",
-    b"determine",
-    b"is",
-    b"are",
-    b"does",
-    b"do",
-    b"as",
-    b"after",
-    b"both",
-    b"each",
-    b"all",
-];
+/// Common first words of a sentence, which can follow "Species B." without being a surname (`lists/sentence_openers.txt`).
+pub(super) const SENTENCE_OPENERS: &str = include_str!("lists/sentence_openers.txt");
 
-/// Relatives and close people named after "my" ("my son Lukas").
-pub(super) const RELATIVES: &[&[u8]] = &[
-    b"kid",
-    b"son",
-    b"daughter",
-    b"wife",
-    b"husband",
-    b"brother",
-    b"sister",
-    b"mother",
-    b"father",
-    b"mom",
-    b"dad",
-    b"friend",
-    b"boss",
-    b"partner",
-    b"grandson",
-    b"granddaughter",
-    b"cousin",
-    b"uncle",
-    b"aunt",
-];
+/// Relatives and close people named after "my" ("my son Lukas") (`lists/relatives.txt`).
+pub(super) const RELATIVES: &str = include_str!("lists/relatives.txt");
 
-/// Document and account words that precede an identifying number.
-pub(super) const ID_DOCUMENTS: &[&[u8]] = &[
-    b"license",
-    b"licence",
-    b"passport",
-    b"routing",
-    b"dob",
-    b"ssn",
-    b"tin",
-    b"ein",
-    b"medicare",
-    b"medicaid",
-    b"nino",
-];
+/// Document and account words that precede an identifying number (`lists/id_documents.txt`).
+pub(super) const ID_DOCUMENTS: &str = include_str!("lists/id_documents.txt");
 
-/// Verbs after which, within a few words, a street name and a house number read as an
-/// address ("lives on the north side of Joaquin Suarez 2906", "please return to Leon and
-/// Eyrarodda 66").
-pub(super) const PLACE_VERBS: &[&[u8]] = &[
-    b"lives",
-    b"live",
-    b"living",
-    b"located",
-    b"situated",
-    b"return",
-    b"returned",
-    b"deliver",
-    b"delivered",
-    b"ship",
-    b"shipped",
-    b"moved",
-];
+/// Verbs after which a street name and a house number read as an address (`lists/place_verbs.txt`).
+pub(super) const PLACE_VERBS: &str = include_str!("lists/place_verbs.txt");
 
 /// Weekday names ("delivered on Friday 13" is a date, not a street).
 pub(super) fn is_weekday(w: &[u8]) -> bool {

@@ -45,6 +45,34 @@ pub(crate) fn pack(w: &[u8]) -> Option<u128> {
     Some(u128::from(lo) | u128::from(hi) << 64)
 }
 
+/// The words of a word list read at compile time (`include_str!`): one word per line,
+/// surrounding whitespace trimmed; blank lines, `[section]` lines and lines starting with
+/// `#` are not words.
+pub(crate) fn list_words(data: &'static str) -> impl Iterator<Item = &'static str> {
+    list_sections(data).map(|(_, w)| w)
+}
+
+/// The words of a word list with sections, as `(section, word)`: a `[name]` line starts
+/// section `name`; words before the first such line are in section `""`. Otherwise as
+/// [`list_words`].
+pub(crate) fn list_sections(
+    data: &'static str,
+) -> impl Iterator<Item = (&'static str, &'static str)> {
+    let mut section = "";
+    data.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .filter_map(
+            move |l| match l.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                Some(name) => {
+                    section = name;
+                    None
+                }
+                None => Some((section, l)),
+            },
+        )
+}
+
 /// An immutable set of words, each with a value; built once from static lists.
 pub(crate) struct WordTable<V: Copy> {
     /// Packed words; 0 marks an empty slot (no packed word is 0). Apart from the values,
@@ -186,6 +214,24 @@ mod tests {
                 assert_eq!(pack(w), expected, "start {start}, {n} bytes");
             }
         }
+    }
+
+    #[test]
+    fn word_lists_skip_comments_blank_lines_and_sections() {
+        let data = "# a comment\n\nfirst\n  second  \n[Drop]\nignore\n\n[Rules]\n# more\nrules\n";
+        assert_eq!(
+            list_words(data).collect::<Vec<_>>(),
+            ["first", "second", "ignore", "rules"]
+        );
+        assert_eq!(
+            list_sections(data).collect::<Vec<_>>(),
+            [
+                ("", "first"),
+                ("", "second"),
+                ("Drop", "ignore"),
+                ("Rules", "rules")
+            ]
+        );
     }
 
     #[test]

@@ -3,26 +3,19 @@
 
 use super::*;
 
-/// English function words that carry no topic (skipped as scoring terms).
-pub(super) const STOPWORDS: &[&[u8]] = &[
-    b"about", b"above", b"after", b"again", b"all", b"also", b"am", b"an", b"and", b"any", b"are",
-    b"as", b"at", b"be", b"been", b"before", b"being", b"below", b"between", b"both", b"but",
-    b"by", b"can", b"could", b"did", b"do", b"does", b"doing", b"down", b"during", b"each", b"few",
-    b"for", b"from", b"further", b"had", b"has", b"have", b"having", b"he", b"her", b"here",
-    b"hers", b"him", b"his", b"how", b"if", b"in", b"into", b"is", b"it", b"its", b"just", b"me",
-    b"more", b"most", b"my", b"no", b"nor", b"not", b"now", b"of", b"off", b"on", b"once", b"only",
-    b"or", b"other", b"our", b"ours", b"out", b"over", b"own", b"same", b"she", b"should", b"so",
-    b"some", b"such", b"than", b"that", b"the", b"their", b"them", b"then", b"there", b"these",
-    b"they", b"this", b"those", b"through", b"to", b"too", b"under", b"until", b"up", b"very",
-    b"was", b"we", b"were", b"what", b"when", b"where", b"which", b"while", b"who", b"whom",
-    b"why", b"will", b"with", b"would", b"you", b"your", b"yours",
-];
+/// English function words that carry no topic, skipped as scoring terms (`lists/stopwords.txt`).
+pub(super) const STOPWORDS: &str = include_str!("lists/stopwords.txt");
 
 /// Whether `w` (lowercase ASCII) is in [`STOPWORDS`].
 pub(super) fn is_stopword(w: &[u8]) -> bool {
     static TABLE: OnceLock<WordTable<bool>> = OnceLock::new();
     TABLE
-        .get_or_init(|| WordTable::new(STOPWORDS.iter().map(|&w| (w, true)), |a, _| a))
+        .get_or_init(|| {
+            WordTable::new(
+                lexicon::list_words(STOPWORDS).map(|w| (w.as_bytes(), true)),
+                |a, _| a,
+            )
+        })
         .get(w)
 }
 

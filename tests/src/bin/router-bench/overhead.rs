@@ -1,0 +1,277 @@
+//! The overhead table: the whole router against plain Envoy, served and baseline daemon configurations.
+
+use super::*;
+
+/// The routers of the overhead table: plain Envoy, the router with the daemon on its
+/// served configuration, the router with the daemon on the baseline configuration.
+const OVERHEAD_ROUTERS: usize = 3;
+/// Daemon configurations of the overhead table's two routers (served, baseline).
+const SERVED_DAEMON_CONFIG: &str = "config/daemon.toml";
+const BASELINE_DAEMON_CONFIG: &str = "config/daemon.shipped.toml";
+/// Seed of the overhead table's prompt draw, so that runs send the same prompts.
+const OVERHEAD_SEED: u64 = 0x5eed_0f0e_4d5e;
+
+/// One prompt size of the overhead table, every router measured on the same prompts.
+#[derive(Default)]
+struct OverheadRow {
+    tokens: usize,
+    /// Body bytes of each prompt sent.
+    bytes: Vec<usize>,
+    /// Client latency, ms, per router (plain, served, baseline).
+    ms: [Vec<f64>; OVERHEAD_ROUTERS],
+    /// `x-semroute-timing` entries per router with the filter (served, baseline).
+    timings: [Vec<(String, f64)>; 2],
+    /// Served router: upstream model (or the block) per request.
+    routed: std::collections::BTreeMap<String, usize>,
+    /// Fallbacks per router with the filter (served, baseline).
+    fallbacks: [usize; 2],
+}
+
+/// Sends each router in turn a prompt of about `tokens` tokens, a new one per round
+/// (the same prompt to the three routers of a round): `warmup` untimed rounds, then up
+/// to `requests` timed rounds within `max_seconds`.
+fn measure_overhead(
+    conns: &mut [Conn; OVERHEAD_ROUTERS],
+    prompts: &mut ProsePrompts,
+    tokens: usize,
+    warmup: usize,
+    requests: usize,
+    max_seconds: f64,
+) -> OverheadRow {
+    const NAMES: [&str; OVERHEAD_ROUTERS] = ["plain", "served", "baseline"];
+    let mut row = OverheadRow {
+        tokens,
+        ..Default::default()
+    };
+    let started = Instant::now();
+    for i in 0..warmup + requests {
+        if i >= warmup && started.elapsed().as_secs_f64() > max_seconds && row.ms[1].len() >= 5 {
+            break;
+        }
+        let body = chat_body(&prompts.next(tokens)).into_bytes();
+        if i >= warmup {
+            row.bytes.push(body.len());
+        }
+        // Rotate which router goes first, so drift hits all alike.
+        for k in 0..OVERHEAD_ROUTERS {
+            let r = (i + k) % OVERHEAD_ROUTERS;
+            let t = Instant::now();
+            let a = conns[r]
+                .post("/v1/chat/completions", &body)
+                .unwrap_or_else(|e| die(&format!("request failed: {e}")));
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            // 403: the router blocked the prompt (a jailbreak score or personal data the
+            // policy does not allow); it was classified all the same.
+            if a.status != 200 && !(a.status == 403 && r > 0) {
+                die(&format!(
+                    "status {} from the {} router: {}",
+                    a.status,
+                    NAMES[r],
+                    String::from_utf8_lossy(&a.body)
+                ));
+            }
+            if i < warmup {
+                continue;
+            }
+            row.ms[r].push(ms);
+            if r == 0 {
+                continue;
+            }
+            if a.header("x-semroute-fallback").is_some() {
+                row.fallbacks[r - 1] += 1;
+            }
+            if let Some(t) = upstream_timing(&a) {
+                push_timings(&mut row.timings[r - 1], &t);
+            }
+            if r == 1 {
+                let to = match a.status {
+                    200 => served_by(&a),
+                    s => format!(
+                        "{s} {}",
+                        a.header("x-semroute-decision").unwrap_or("blocked")
+                    ),
+                };
+                *row.routed.entry(to).or_default() += 1;
+            }
+        }
+    }
+    row
+}
+
+fn mib(kib: Option<u64>) -> String {
+    kib.map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0))
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+pub(super) fn overhead(args: &Args) {
+    let eval_dir = bench_eval_dir();
+    let mut prompts = ProsePrompts::load(&eval_dir, OVERHEAD_SEED).unwrap_or_else(|e| die(&e));
+    let filter = bench_filter_config();
+    // The default policy asks for all three signals of an `auto` request.
+    if filter["auto_model"] != "auto"
+        || filter["jailbreak"]["enabled"] != true
+        || filter["pii"]["enabled"] != true
+    {
+        die("the filter configuration of envoy.yaml no longer asks for domain, jailbreak and pii");
+    }
+    let load_before = load_average();
+    eprintln!(
+        "router-bench: starting plain Envoy and the router twice (daemon on {SERVED_DAEMON_CONFIG}, \
+         daemon on {BASELINE_DAEMON_CONFIG})"
+    );
+    let with_daemon = |config: &str| RouterOptions {
+        daemon: true,
+        daemon_config: Some(PathBuf::from(config)),
+        filter_config: Some(filter.clone()),
+        ..Default::default()
+    };
+    let (plain, served, baseline) = std::thread::scope(|s| {
+        let plain = s.spawn(|| {
+            start(RouterOptions {
+                without_filter: true,
+                ..Default::default()
+            })
+        });
+        let served = s.spawn(|| start(with_daemon(SERVED_DAEMON_CONFIG)));
+        let baseline = s.spawn(|| start(with_daemon(BASELINE_DAEMON_CONFIG)));
+        let join = |h: std::thread::ScopedJoinHandle<'_, Router>| {
+            h.join().unwrap_or_else(|_| die("a router failed to start"))
+        };
+        (join(plain), join(served), join(baseline))
+    });
+    let mut conns = [&plain, &served, &baseline].map(|r| Conn::new(r.layout.port, Duration::ZERO));
+    warm_daemon(&mut conns[1]);
+    warm_daemon(&mut conns[2]);
+    let rss_start = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
+    let mut rows = Vec::new();
+    for &tokens in &args.tokens {
+        let requests = match args.requests_given {
+            true => args.requests,
+            false if tokens >= 16_000 => 10,
+            false => 15,
+        };
+        let row = measure_overhead(
+            &mut conns,
+            &mut prompts,
+            tokens,
+            args.warmup,
+            requests,
+            args.max_seconds,
+        );
+        eprintln!(
+            "router-bench: overhead ~{tokens} tokens done ({} requests per router)",
+            row.ms[1].len()
+        );
+        rows.push(row);
+    }
+    let rss_end = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
+    let peak = [&served, &baseline].map(|r| {
+        r.daemon
+            .as_ref()
+            .and_then(|d| d.id())
+            .and_then(|pid| semroute_e2e::proc_status_kib(pid, "VmHWM"))
+    });
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!();
+    println!("## Router overhead through Envoy (real daemon and models, real prose)");
+    println!();
+    println!(
+        "- client latency in ms of sequential `POST /v1/chat/completions` with `\"model\": \"auto\"` \
+         (domain, jailbreak and pii asked of the daemon); three routers measured in the same run, \
+         each round sending one prompt to each in turn: **plain** = the same Envoy without the \
+         semroute filter, **served** = the router with the daemon on `{SERVED_DAEMON_CONFIG}`, \
+         **baseline** = the router with the daemon on `{BASELINE_DAEMON_CONFIG}` (models as \
+         shipped, 256-token windows, extra jailbreak passes always, one shared pool, no cache)"
+    );
+    println!(
+        "- overhead = router p50 − plain p50; ratio = baseline overhead / served overhead; \
+         filter daemon timeout raised to 10 s (no fallback skews the numbers)"
+    );
+    println!(
+        "- prompts: passages of {} concatenated to about N tokens (0.75 words per token), then a \
+         short question; a different prompt every round (seed {OVERHEAD_SEED:#x}), so no result \
+         cache answers one; {} warm-up rounds per size",
+        prompts.describe(),
+        args.warmup
+    );
+    println!(
+        "- {cores} cores; clients, the three Envoys (one worker each), upstreams and both daemons \
+         share them; load average at the start {load_before}, at the end {}",
+        load_average()
+    );
+    println!();
+    println!("| prompt | body (mean) | n | plain p50 | plain p99 | served p50 | served p99 | baseline p50 | baseline p99 | overhead served p50 | overhead baseline p50 | ratio p50 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &rows {
+        let p50 = |r: usize| quantile(&row.ms[r], 0.5);
+        let p99 = |r: usize| quantile(&row.ms[r], 0.99);
+        let (served_over, baseline_over) = (p50(1) - p50(0), p50(2) - p50(0));
+        let mean_bytes = row.bytes.iter().sum::<usize>() / row.bytes.len().max(1);
+        println!(
+            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.tokens,
+            size_name(mean_bytes),
+            row.ms[1].len(),
+            f2(p50(0)),
+            f2(p99(0)),
+            f2(p50(1)),
+            f2(p99(1)),
+            f2(p50(2)),
+            f2(p99(2)),
+            f2(served_over),
+            f2(baseline_over),
+            if served_over > 0.0 {
+                format!("{:.2}x", baseline_over / served_over)
+            } else {
+                "-".into()
+            }
+        );
+    }
+    println!();
+    println!(
+        "Where the time goes (ms, p50, from the filter's `x-semroute-timing` that the upstream \
+         echoes): `daemon call` = the filter's Classify call, dispatch to reply; `inference` = \
+         the daemon's own time for the request (its reply's timings); `filter` = the filter's \
+         callbacks. Blocked requests (403) have no upstream and give no timings."
+    );
+    println!();
+    println!("| prompt | daemon call served | daemon call baseline | inference served | inference baseline | filter served | compress served | fallbacks served / baseline | served: routed to |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    for row in &rows {
+        let t = |r: usize, name: &str| f2(quantile(&named(&row.timings[r], name), 0.5));
+        let routed: Vec<String> = row
+            .routed
+            .iter()
+            .map(|(m, n)| format!("{m} x{n}"))
+            .collect();
+        println!(
+            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            row.tokens,
+            t(0, "daemon"),
+            t(1, "daemon"),
+            t(0, "inference"),
+            t(1, "inference"),
+            t(0, "filter"),
+            t(0, "compress"),
+            row.fallbacks[0],
+            row.fallbacks[1],
+            routed.join(", ")
+        );
+    }
+    println!();
+    println!(
+        "Daemon RSS (`VmRSS` of /proc/<pid>/status, MiB): served {} after warm-up, {} after the \
+         load (peak `VmHWM` {}); baseline {} after warm-up, {} after the load (peak {}).",
+        mib(rss_start[0]),
+        mib(rss_end[0]),
+        mib(peak[0]),
+        mib(rss_start[1]),
+        mib(rss_end[1]),
+        mib(peak[1]),
+    );
+}

@@ -34,10 +34,10 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
 use semroute_filter::buffered::{earlier_user_text, last_user_text};
+use semroute_filter::classify_request::{classify_request, ClassifyParts};
+use semroute_filter::compression::PromptBuilder;
 use semroute_filter::config::FilterConfig;
 use semroute_filter::policy::signals_needed;
-use semroute_filter::prompt::{reduction, text_spans, PromptBuilder};
-use semroute_proto::v1::ClassifyRequest;
 use semroute_proto::{CLASSIFIER_SERVICE, CLASSIFY_METHOD};
 use serde_json::Value;
 
@@ -126,9 +126,9 @@ enum Failure {
 }
 
 impl BufferedStream {
-    /// Parses the buffered body, compresses and dispatches `Classify` (the request then
-    /// waits for its reply).
-    fn classify(&mut self) -> Result<(), Failure> {
+    /// Parses the buffered body, compresses and dispatches `Classify`; true when it did (the
+    /// request then waits for its reply), false when there was nothing to classify.
+    fn classify(&mut self) -> Result<bool, Failure> {
         let t0 = now_us();
         let body = hostcalls::get_buffer(BufferType::HttpRequestBody, 0, self.received)
             .map_err(|s| Failure::Host(format!("cannot read the body: {s:?}")))?
@@ -150,15 +150,16 @@ impl BufferedStream {
         let compressed = builder.compress_to_budget(&[]);
         self.compress_us = now_us().saturating_sub(t1);
         let auto = v["model"].as_str().is_some_and(|m| self.config.is_auto(m));
-        let request = ClassifyRequest {
+        let Some(request) = classify_request(ClassifyParts {
             request_id: String::new(),
-            reduction: Some(reduction(&compressed)),
-            flagged_sentences: text_spans(&compressed.flagged_sentences),
-            text: compressed.text.into_bytes(),
             signals: signals_needed(&self.config, auto),
-            scan_text: scan_text.into_bytes(),
-            scan_flagged_sentences: Vec::new(),
-            pattern_text: compressed.pattern_text.into_bytes(),
+            prompt: compressed,
+            scan_text,
+            scan_flagged: Vec::new(),
+            scan_pattern_text: String::new(),
+        }) else {
+            // Nothing to classify: the request goes on unchanged.
+            return Ok(false);
         };
         hostcalls::dispatch_grpc_call(
             &self.config.daemon.cluster,
@@ -170,7 +171,7 @@ impl BufferedStream {
         )
         .map_err(|s| Failure::Host(format!("cannot dispatch Classify: {s:?}")))?;
         self.dispatched_at_us = Some(now_us());
-        Ok(())
+        Ok(true)
     }
 
     fn timing(&self) -> String {
@@ -227,7 +228,8 @@ impl HttpContext for BufferedStream {
             return Action::Pause;
         }
         let action = match self.classify() {
-            Ok(()) => Action::Pause,
+            Ok(true) => Action::Pause,
+            Ok(false) => Action::Continue,
             Err(Failure::BadRequest(message)) => {
                 let body = serde_json::json!({"error": {
                     "message": message, "type": "invalid_request_error", "code": "invalid_json"}});

@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::prompt::CompressionConfig;
+use crate::compression::CompressionConfig;
 use crate::request_edits::{ClientValues, RequestEdits};
 
 /// A configuration that could not be loaded.

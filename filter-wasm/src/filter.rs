@@ -27,19 +27,18 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use prost::Message;
-use semroute_proto::signal;
-use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, Timings};
+use semroute_proto::v1::{ClassifyResponse, Timings};
 use thiserror::Error;
 
 use crate::body_rewrite::{self, BodyState, RewriteError};
-use crate::compression::{push_pattern_sentence, RiskFlags, SCORED_ALONE};
+use crate::classify_request::{classify_request, ClassifyParts};
+use crate::compression::{RiskFlags, TokenCalibration, SCORED_ALONE};
 use crate::config::FilterConfig;
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
 use crate::pii_mask::MaskTable;
 use crate::pii_restore::Restorer;
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
-use crate::prompt::{reduction, text_spans, TokenCalibration};
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
 use crate::request_edits::RequestEdits;
 use crate::request_path;
@@ -224,17 +223,6 @@ fn pattern_types(risk: RiskFlags) -> Vec<&'static str> {
     .filter(|(f, _)| risk.intersects(*f))
     .map(|(_, t)| t)
     .collect()
-}
-
-/// The prompt's and the scan text's [`crate::compression::Compressed::pattern_text`]
-/// joined, whole sentences only, within the pattern text's limit.
-fn join_pattern_text(mut prompt: String, scan: &str) -> String {
-    for sentence in scan.split('\n').filter(|s| !s.is_empty()) {
-        if !push_pattern_sentence(&mut prompt, sentence) {
-            break;
-        }
-    }
-    prompt
 }
 
 fn lower(s: &str) -> String {
@@ -559,7 +547,7 @@ impl HttpFilter {
             jailbreak_cue: false,
             pattern_pii: &[],
         };
-        let mut signals = policy::signals_needed(&self.config, auto);
+        let signals = policy::signals_needed(&self.config, auto);
         let t0 = host.now_us();
         // The builders hold the whole prompt: they are freed when this returns, after the
         // dispatch, not before it.
@@ -573,54 +561,38 @@ impl HttpFilter {
         } else {
             Vec::new()
         };
-        let mut compressed = builder.compress_to_budget(&pinned);
+        let compressed = builder.compress_to_budget(&pinned);
         // Earlier turns and tool output go to the same budget, their risk-flagged sentences
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
         let mut scan_builder = extractor.take_scan_builder();
-        let (mut scan_text, mut scan_flagged, scan_risk, scan_patterns) = scan_builder
-            .as_mut()
-            .map(|b| {
-                let c = b.compress_to_budget(&[]);
-                (c.text, c.flagged_sentences, c.risk, c.pattern_text)
-            })
-            .unwrap_or_default();
-        let pattern_text = if signals.iter().any(|s| s == signal::PII) {
-            join_pattern_text(std::mem::take(&mut compressed.pattern_text), &scan_patterns)
-        } else {
-            String::new()
-        };
-        self.jailbreak_cue = compressed.risk.union(scan_risk).intersects(SCORED_ALONE);
+        let scan = scan_builder.as_mut().map(|b| b.compress_to_budget(&[]));
+        let risk = compressed
+            .risk
+            .union(scan.as_ref().map_or(RiskFlags::empty(), |c| c.risk));
+        self.jailbreak_cue = risk.intersects(SCORED_ALONE);
         facts.jailbreak_cue = self.jailbreak_cue;
-        let pattern_pii = pattern_types(compressed.risk.union(scan_risk));
+        let pattern_pii = pattern_types(risk);
         self.pattern_pii = pattern_pii.clone();
         facts.pattern_pii = &pattern_pii;
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
-        let reduction = reduction(&compressed);
-        let mut text = compressed.text;
-        let mut flagged = compressed.flagged_sentences;
-        if text.trim().is_empty() {
-            // No user turn: domain cannot be classified; scan what there is.
-            signals.retain(|s| s != signal::DOMAIN);
-            text = std::mem::take(&mut scan_text);
-            flagged = std::mem::take(&mut scan_flagged);
-        }
-        if signals.is_empty() || text.trim().is_empty() {
+        let (scan_text, scan_flagged, scan_pattern_text) = scan
+            .map(|c| (c.text, c.flagged_sentences, c.pattern_text))
+            .unwrap_or_default();
+        let request = classify_request(ClassifyParts {
+            request_id: self.request_id.clone(),
+            signals,
+            prompt: compressed,
+            scan_text,
+            scan_flagged,
+            scan_pattern_text,
+        });
+        let Some(mut request) = request else {
             self.call = Call::Done;
             self.verdict = Some(policy::without_classification(&self.config, facts, None));
             return;
-        }
-        let mut request = ClassifyRequest {
-            request_id: self.request_id.clone(),
-            text: text.into_bytes(),
-            signals,
-            reduction: Some(reduction),
-            scan_text: scan_text.into_bytes(),
-            flagged_sentences: text_spans(&flagged),
-            scan_flagged_sentences: text_spans(&scan_flagged),
-            pattern_text: pattern_text.into_bytes(),
         };
         let message = request.encode_to_vec();
         if self.config.may_mask() {

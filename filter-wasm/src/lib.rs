@@ -15,6 +15,8 @@
 //!   put back in JSON and streamed (SSE) answers ([`response_restore`] drives the latter
 //!   from the response callbacks);
 //! - [`request`]: OpenAI request extraction (model, stream, prompt, scan text);
+//! - [`classify_request`]: the daemon's `Classify` request, built in one place from the
+//!   compressed texts;
 //! - [`config`]: the validated filter configuration;
 //! - [`request_edits`]: a decision's reasoning effort and system prompt spliced into the body;
 //! - [`policy`]: routing, jailbreak and PII decisions;
@@ -43,6 +45,7 @@
 
 pub mod body_rewrite;
 pub mod buffered;
+pub mod classify_request;
 pub mod compression;
 pub mod config;
 pub mod error_response;
@@ -53,7 +56,7 @@ pub mod json_strings;
 pub mod pii_mask;
 pub mod pii_restore;
 pub mod policy;
-pub mod prompt;
+
 pub mod request;
 pub mod request_edits;
 pub mod request_path;

@@ -28,8 +28,8 @@
 
 use thiserror::Error;
 
+use crate::compression::{CompressionConfig, PromptBuilder};
 use crate::json_scan::{Event, Sink};
-use crate::prompt::{CompressionConfig, PromptBuilder};
 
 /// Longest `model` value kept, bytes; longer values count as unknown models.
 pub const MAX_MODEL_BYTES: usize = 256;
@@ -289,7 +289,7 @@ impl Extractor {
     }
 
     /// Starts every prompt builder with `ratio` daemon tokens per estimated
-    /// token (from the filter's running [`crate::prompt::TokenCalibration`]).
+    /// token (from the filter's running [`crate::compression::TokenCalibration`]).
     pub fn with_token_ratio(mut self, ratio: f32) -> Self {
         self.token_ratio = Some(ratio);
         self

@@ -17,10 +17,10 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action as WasmAction, ContextType, LogLevel};
 use semroute_proto::{CLASSIFIER_SERVICE, CLASSIFY_METHOD};
 
+use crate::compression::TokenCalibration;
 use crate::config::FilterConfig;
 use crate::filter::{Action, Host, HostError, HttpFilter};
 use crate::header_map;
-use crate::prompt::TokenCalibration;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);

@@ -6,8 +6,8 @@ mod common;
 
 use common::{eval_requests, to_ascii_json};
 use proptest::prelude::*;
+use semroute_filter::compression::CompressionConfig;
 use semroute_filter::json_scan::{FeedError, Scanner};
-use semroute_filter::prompt::CompressionConfig;
 use semroute_filter::request::{Api, ExtractError, Extracted, Extractor, ModelValue};
 use serde_json::{json, Value};
 

@@ -5,9 +5,9 @@ use std::cell::Cell;
 use std::rc::Rc;
 
 use prost::Message;
+use semroute_filter::compression::TokenCalibration;
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, HttpFilter};
-use semroute_filter::prompt::TokenCalibration;
 use semroute_filter::testing::{classify_reply, MockHost};
 use semroute_proto::v1::{ClassifyRequest, ClassifyResponse};
 use serde_json::{json, Value};

@@ -57,11 +57,12 @@ use semroute_e2e::bench::{
 };
 use semroute_e2e::default_filter_config;
 use semroute_filter::buffered::{earlier_user_text, last_user_text};
+use semroute_filter::classify_request::{classify_request, ClassifyParts};
+use semroute_filter::compression::{PromptBuilder, TokenCalibration};
 use semroute_filter::config::FilterConfig;
 use semroute_filter::filter::{Action, Host, HostError, HttpFilter};
-use semroute_filter::prompt::{reduction, text_spans, PromptBuilder, TokenCalibration};
 use semroute_filter::testing::MockHost;
-use semroute_proto::v1::{ClassifyRequest, PiiEntity};
+use semroute_proto::v1::PiiEntity;
 use serde_json::{json, Value};
 
 struct Args {
@@ -338,16 +339,15 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
     b.push_str(&text);
     b.end_segment();
     let compressed = b.compress_to_budget(&[]);
-    let request = ClassifyRequest {
+    let request = classify_request(ClassifyParts {
         request_id: "bench".into(),
-        reduction: Some(reduction(&compressed)),
-        flagged_sentences: text_spans(&compressed.flagged_sentences),
-        text: compressed.text.into_bytes(),
         signals: vec!["domain".into(), "jailbreak".into(), "pii".into()],
-        scan_text: scan_text.into_bytes(),
-        scan_flagged_sentences: Vec::new(),
-        pattern_text: compressed.pattern_text.into_bytes(),
-    }
+        prompt: compressed,
+        scan_text,
+        scan_flagged: Vec::new(),
+        scan_pattern_text: String::new(),
+    })
+    .expect("the bench prompt is not empty")
     .encode_to_vec();
     let built = t.elapsed();
     std::hint::black_box(request);

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use crate::config::BatchingConfig;
-use crate::engine::{ClassifyInput, ClassifyOutput, Engine};
+use crate::engine::{ClassifyInput, ClassifyOutput, Engine, EngineError};
 use crate::metrics::{Metrics, ShedLabel};
 
 /// Why a request got no result.
@@ -64,14 +64,34 @@ pub enum BatchError {
     Stopped,
     /// The engine failed on this request.
     #[error("classification failed: {0}")]
-    Engine(String),
+    Engine(EngineFailure),
+}
+
+/// How the engine failed on a request.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum EngineFailure {
+    /// The engine returned an error for the request's batch; its message, which every
+    /// request of the batch gets.
+    #[error("{0}")]
+    Error(String),
+    /// The engine panicked on the request's batch (it goes on with the next batch).
+    #[error("internal error in a model")]
+    Panicked,
+    /// The engine gave another number of results than its batch had inputs.
+    #[error("internal error in a model: {results} results for {inputs} inputs")]
+    ResultCount {
+        /// Inputs of the batch.
+        inputs: usize,
+        /// Results the engine gave.
+        results: usize,
+    },
 }
 
 /// A result plus the time spent queued, microseconds.
 pub type JobResult = Result<(ClassifyOutput, u64), BatchError>;
 
 /// Runs one batch of inputs; one result per input, or an error for the whole batch.
-pub type RunBatch = dyn FnMut(&[ClassifyInput]) -> Result<Vec<ClassifyOutput>, String> + Send;
+pub type RunBatch = dyn FnMut(&[ClassifyInput]) -> Result<Vec<ClassifyOutput>, EngineError> + Send;
 
 /// Engine time per work unit assumed before any batch has been measured: conservative (a
 /// 500-token request costs about a third of this per unit on two CPU cores), so that a
@@ -339,7 +359,7 @@ impl Batcher {
                 if let Some(newest) = reloads.try_iter().last() {
                     engine = newest;
                 }
-                engine.classify_batch(inputs).map_err(|e| e.to_string())
+                engine.classify_batch(inputs)
             }),
             config,
             ServiceEstimate::seeded(SEED_PER_UNIT, SEED_FASTEST_PER_UNIT),
@@ -555,7 +575,10 @@ fn engine_loop(mut run: Box<RunBatch>, shared: &Shared, max_batch: usize, max_wa
                 .map(|i| {
                     run_isolated(&mut *run, std::slice::from_ref(i), metrics).and_then(|mut v| {
                         v.pop()
-                            .ok_or_else(|| BatchError::Engine("empty result".into()))
+                            .ok_or(BatchError::Engine(EngineFailure::ResultCount {
+                                inputs: 1,
+                                results: 0,
+                            }))
                     })
                 })
                 .collect(),
@@ -590,12 +613,15 @@ fn run_isolated(
                 results = out.len(),
                 "engine gave a result count unlike its batch"
             );
-            Err(BatchError::Engine("internal error in a model".into()))
+            Err(BatchError::Engine(EngineFailure::ResultCount {
+                inputs: inputs.len(),
+                results: out.len(),
+            }))
         }
         Ok(Err(e)) => {
             metrics.engine_failures.inc();
             tracing::error!(error = %e, batch = inputs.len(), "engine error");
-            Err(BatchError::Engine(e))
+            Err(BatchError::Engine(EngineFailure::Error(e.to_string())))
         }
         Err(_) => {
             metrics.engine_failures.inc();
@@ -603,7 +629,7 @@ fn run_isolated(
                 batch = inputs.len(),
                 "engine panicked; batch failed, engine continues"
             );
-            Err(BatchError::Engine("internal error in a model".into()))
+            Err(BatchError::Engine(EngineFailure::Panicked))
         }
     }
 }

@@ -467,7 +467,7 @@ fn classify(
                         text_ranges("scan_flagged_sentences", scan, &l.scan_text).map(|b| (a, b))
                     });
                 match spans {
-                    Err(e) => json!({ "error": e }),
+                    Err(e) => json!({ "error": e.to_string() }),
                     Ok((flagged_sentences, scan_flagged_sentences)) => {
                         let input = ClassifyInput {
                             text: l.text,

@@ -101,9 +101,9 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
 }
 
 /// `spans` as byte ranges of `text` (see [`text_ranges`]); errors are INVALID_ARGUMENT.
-fn spans(field: &str, spans: &[TextSpan], text: &str) -> Result<Vec<Range<usize>>, Status> {
+fn spans(field: &'static str, spans: &[TextSpan], text: &str) -> Result<Vec<Range<usize>>, Status> {
     let pairs = spans.iter().map(|s| (s.start as usize, s.end as usize));
-    text_ranges(field, pairs, text).map_err(Status::invalid_argument)
+    text_ranges(field, pairs, text).map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
 /// Converts engine output to the wire response.
@@ -187,7 +187,7 @@ fn batch_status(e: BatchError) -> Status {
             Status::unavailable(e.to_string())
         }
         BatchError::Expired => Status::deadline_exceeded(e.to_string()),
-        BatchError::Engine(m) => Status::internal(m),
+        BatchError::Engine(_) => Status::internal(e.to_string()),
     }
 }
 
@@ -470,6 +470,7 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batcher::EngineFailure;
 
     #[test]
     fn code_labels_are_the_specification_names_in_snake_case() {
@@ -552,7 +553,7 @@ mod tests {
             ),
             (BatchError::Stopped, Code::Unavailable),
             (BatchError::Expired, Code::DeadlineExceeded),
-            (BatchError::Engine("x".into()), Code::Internal),
+            (BatchError::Engine(EngineFailure::Panicked), Code::Internal),
         ] {
             assert_eq!(batch_status(e).code(), code);
         }

@@ -117,23 +117,40 @@ pub struct ClassifyInput {
 /// ([`ClassifyInput::flagged_sentences`]); the filter sends no more than this either.
 pub use semroute_proto::MAX_FLAGGED_SENTENCES;
 
+/// A span of a request that is not a range of character boundaries of its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}[{index}] = {start}..{end} is not a range of character boundaries in a text of {text_bytes} bytes")]
+pub struct SpanError {
+    /// The request field holding the spans (`flagged_sentences`, ...).
+    pub field: &'static str,
+    /// Index of the span in that field.
+    pub index: usize,
+    /// Start of the span, bytes.
+    pub start: usize,
+    /// End of the span, bytes.
+    pub end: usize,
+    /// Length of the text, bytes.
+    pub text_bytes: usize,
+}
+
 /// Byte spans `(start, end)` as ranges of `text`, for [`ClassifyInput::flagged_sentences`].
-/// Errors: a message naming the first span (`{field}[{i}]`) that is not a range of
-/// character boundaries of `text`.
+/// Errors: the first span (`field[index]`) that is not a range of character boundaries
+/// of `text`.
 pub fn text_ranges(
-    field: &str,
+    field: &'static str,
     spans: impl IntoIterator<Item = (usize, usize)>,
     text: &str,
-) -> Result<Vec<Range<usize>>, String> {
+) -> Result<Vec<Range<usize>>, SpanError> {
     spans
         .into_iter()
         .enumerate()
-        .map(|(i, (a, b))| {
-            text.get(a..b).map(|_| a..b).ok_or_else(|| {
-                format!(
-                    "{field}[{i}] = {a}..{b} is not a range of character boundaries in a text of {} bytes",
-                    text.len()
-                )
+        .map(|(index, (start, end))| {
+            text.get(start..end).map(|_| start..end).ok_or(SpanError {
+                field,
+                index,
+                start,
+                end,
+                text_bytes: text.len(),
             })
         })
         .collect()

@@ -180,7 +180,7 @@ struct MessageAcc {
 /// compression as it arrives. Shorter messages are analysed only if they turn out to be the
 /// last user turn, once it is known (at most this much text, well under a millisecond), so
 /// conversation history costs no analysis; longer ones are analysed per body chunk, so
-/// that when the body's last byte arrives little is left to do (issue: near-streaming).
+/// that when the body's last byte arrives little is left to do.
 pub const STREAM_PROMPT_BYTES: usize = 8 * 1024;
 
 /// Scanner sink that extracts an OpenAI request. See the module docs.

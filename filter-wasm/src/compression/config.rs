@@ -146,19 +146,16 @@ pub struct CompressionConfig {
     /// is kept, the best by TF-IDF among what has arrived (TextRank joins in the final
     /// ranking only: its similarity graph, rebuilt at every prune, cost a fifth of the
     /// filter's time on a 1 MiB prompt). Each prune scores this many sentences, so the work
-    /// left after the last body byte stays bounded whatever the prompt's length. Risk-flagged and pinned sentences are never
-    /// pruned; prompts with fewer sentences are ranked exactly as without the cap.
+    /// left after the last body byte stays bounded whatever the prompt's length.
+    /// Risk-flagged and pinned sentences are never pruned; prompts with fewer sentences are
+    /// ranked exactly as without the cap.
     ///
-    /// The cap trades that work against ranking quality. Measured with `router-bench
-    /// --mode filter` (last body byte to dispatch inside Envoy, p50, long-tailed prose of
-    /// 512 KiB / 1 MiB / 4 MiB) and `scripts/eval_compression.py --signals domain
-    /// --per-cell 6` (domain agreement with the whole prompt, 72 prompts of 2K-32K
-    /// tokens), with the earlier similarity graph whose term bound grew as `2 sqrt(N)`:
-    /// 2048: 2.7 / 3.7 / 2.9 ms, 0.972; 1024: 1.7 / 1.8 / 1.3 ms, 0.958; 512: 1.3 / 1.2 /
-    /// 1.2 ms, 0.944 (the lost agreements are prompts of the MMLU-Pro "other" category,
-    /// whose whole-prompt label itself has a confidence of 0.6-0.7). With the graph's term
-    /// bound fixed at 16 sentences (`rank::GRAPH_TERM_MAX_SENTENCES`), 1024 (the default)
-    /// gives 0.95 / 1.03 / 1.08 ms and 0.972.
+    /// The cap trades that work against ranking quality. 1024 keeps the domain agreement
+    /// with the whole prompt of a cap of 2048 (0.972 on 72 prompts of 2K-32K tokens,
+    /// `scripts/eval_compression.py --signals domain --per-cell 6`) at about 1 ms from the
+    /// last body byte to the dispatch inside Envoy for prompts of 512 KiB to 4 MiB
+    /// (`router-bench --mode filter`); 512 loses agreement on prompts of the MMLU-Pro "other"
+    /// category, whose whole-prompt label has itself a confidence of 0.6-0.7.
     pub max_ranked_sentences: u32,
 }
 

@@ -69,14 +69,10 @@ pub(crate) struct Input<'a> {
 ///
 /// Each sentence's similarities cost one pass over the postings of its graph terms, so the
 /// graph costs at most `N * terms per sentence * 16` steps: linear in the `N` sentences
-/// ranked. The bound used to grow as `max(16, 2 sqrt(N))`, which made the graph grow as
-/// `N^1.5` and the largest part of the work left after the last body byte (issue 4).
-/// Measured when it was fixed at 16 (`compression_bench`, native, `finish` of generated
-/// prose of 32K / 128K / 256K tokens, about 950 / 520 / 950 candidates ranked): 1.17 /
-/// 1.04 / 1.08 ms before, 0.37 / 0.43 / 0.60 ms after; domain agreement on the long-prompt
-/// eval (`scripts/eval_compression.py --signals domain --per-cell 6`) 69/72 before, 70/72
-/// after. A term in more than 16 of about a thousand sentences is a common word of the
-/// prompt, whose weight (`idf`) is low.
+/// ranked; a bound that grows with `N` (such as `2 sqrt(N)`) makes the graph grow as
+/// `N^1.5`, the largest part of the work left after the last body byte on long prompts. A
+/// term in more than 16 of about a thousand sentences is a common word of the prompt, whose
+/// weight (`idf`) is low, so the fixed bound loses little ranking signal.
 pub(crate) const GRAPH_TERM_MAX_SENTENCES: u32 = 16;
 
 /// `v[r]`, or an empty slice when `r` is out of bounds.

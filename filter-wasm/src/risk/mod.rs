@@ -7,60 +7,27 @@
 //! False positives only cost budget (a benign sentence is kept); false negatives lose
 //! nothing that plain TextRank compression would not.
 //!
-//! Detectors ([`RiskFlags`] bits):
-//! - PII: e-mail addresses, phone numbers (international `+` or `00` form, also with an
-//!   area code in parentheses "+49(0)9573 93185" or a five-digit first group, trunk-prefixed
-//!   `0NNN-NNNNNNN` or unseparated "0360833541", "(0335) 773658", 10 or 11 digits without
-//!   separators and not before a lowercase word ("9731046825."), 8-12 digits in short
-//!   groups that do not read as a date, a number with an extension, or a looser shape next
-//!   to a phone word such as "Phone:", "fax", "number is", "reach", "ring" or "contact",
-//!   three pairs "47 18 22" included; lists of decimals or round quantities from tables
-//!   are not phones), payment-card-like digit runs (12-19 digits, Luhn-valid), IBAN-like
-//!   strings (country code, check digits, mod-97 valid), SSN-like `AAA-GG-SSSS` (SSA
-//!   area/group/serial rules), IPv4 and IPv6 addresses; and context cues over accent-folded
-//!   words for the personal data a PII model finds: names after courtesy titles ("Mr", "Dr"),
-//!   introductions ("my name is", "I'm", "called"), greetings and signatures ("Dear",
-//!   "Regards,"), or runs of two or three capitalised words (not starting a sentence) near
-//!   personal words ("patient", "account", "born"); street addresses (a house number
-//!   before a street word or a USPS street type after a name, "87 Osric Ports"; compound
-//!   forms such as "-straße", "-katu", "-vej", "-dreef", "-torget", "-polku", "-platz" and
-//!   hyphenated "Anna-Frank-Ring 4"; a street type before the name, with particles, a comma
-//!   or a number word, "Avenida de Florinda Nicolau 56", "Ladeira Fonseca, 99", "Soseaua
-//!   Ionescu Nr. 92"; French "57, boulevard de Raynaud"; Hungarian "Székfai tér 6."; Greek
-//!   and Cyrillic street words, "ул. Ленина, д. 5", "Οδός Ερμού 21", or a capitalised name
-//!   in those scripts before a number; house numbers may end in a letter, "6b"),
-//!   apartment, suite and box numbers, residence phrases ("lives at", "address is", "ship
-//!   to", "zip code", "zip is", "I'm in"), and the lines of an address block scanned one
-//!   by one (a street line "4596 Tylova 285", a postal-code line "Denmark 29587", "Salem,
-//!   OR 97301", "8010 Graz", "3749-005 Costa da Caparica" or "H-1743 Miskolc", a postal
-//!   code before a place after "in": "in 20095 Hamburg"); ages, dates of birth and full
-//!   calendar dates ("79 years old", "born on", "date of birth", `9/20/1968`,
-//!   `2018-01-14`); and numbers after
-//!   document words ("passport", "license", "account number"). Single accented
-//!   capitalised words mid-sentence, runs of capitalised words holding one, and middle
-//!   initials ("Hanne I. Kreutzmann") count as names.
-//! - Injection cues, matched over lowercase, accent-folded words: instruction overrides
-//!   ("ignore / disregard / forget ... previous instructions", "forget all the
-//!   assignments", "now new instructions follow", also a few German, French and Spanish
-//!   forms), role-play setups ("you are now", "pretend", "act as", "developer
-//!   mode", "DAN", "do anything now", "jailbreak", "uncensored", "no restrictions", "from
-//!   now on", "stay in character"), system-prompt extraction ("system prompt", "reveal
-//!   your instructions", "repeat the words above"), and plainly harmful requests: an asking
-//!   phrase ("give instructions for", "explain how to", "write a script that", "develop a",
-//!   "how can I") followed within 12 words of its clause by a harm word ("hacking",
-//!   "ransomware", "bomb", "launder money", "poison", "evade taxes", "without getting
-//!   caught", "disinformation", "bribe", "bypass plagiarism detection"; a word of 7
-//!   letters or more one typo from a listed one counts, "maleware"), unless a defensive or
-//!   harmless word shares the clause ("detect", "prevent", "game") or the verb's object is
-//!   harmless ("kill a process", "steal the show").
-//! - Encoded payloads: base64-like runs of at least 40 characters with frequent
-//!   letter-case/digit changes, hexadecimal runs of at least 32 digits, and runs of at
-//!   least 8 `\xHH`, `%HH`, `\uHHHH` or `&#NN;` escapes.
+//! The kinds ([`RiskFlags`]):
+//! - validated personal data: e-mail addresses, phone numbers (international, national,
+//!   in groups, or a looser shape next to a phone word), Luhn-valid card numbers, mod-97
+//!   IBANs, SSNs by the SSA's rules, IPv4 and IPv6 addresses;
+//! - personal data in context: names (after titles, introductions, greetings, signatures,
+//!   or near personal words), street addresses in many languages and scripts, residence
+//!   phrases and address blocks, ages, dates of birth and document numbers;
+//! - injection cues over lowercase, accent-folded words: instruction overrides, role-play
+//!   setups, system-prompt extraction, fiction framings, and plainly harmful requests (an
+//!   asking phrase, then a harm word in the same clause, unless a defensive word or a
+//!   harmless object shares it);
+//! - encoded payloads: base64-like and hexadecimal runs, runs of `\xHH`, `%HH`, `\uHHHH` or
+//!   `&#NN;` escapes.
+//!
+//! The examples of each kind, and look-alikes that must not count, are the table of
+//! `tests/examples.rs`; the word lists are data files in `lists/`.
 //!
 //! Layout: this module holds [`RiskFlags`], the entry points and the shared word pass;
 //! `patterns` the byte patterns of personal data, `encoded` the encoded payloads and the
 //! byte summary, `words` the word lexicon, `streets` the street words, `context` the
-//! context scanner, `injection` the injection cues with their table in `cue_words`.
+//! context scanner, `injection` the injection cues with their list in `cue_words`.
 
 use std::fmt;
 use std::sync::OnceLock;

@@ -4,6 +4,7 @@
 use super::*;
 
 mod context;
+mod examples;
 
 #[test]
 fn byte_scan_in_a_shared_pass_equals_the_byte_summary() {

@@ -65,54 +65,29 @@ use semroute_filter::testing::MockHost;
 use semroute_proto::v1::PiiEntity;
 use serde_json::{json, Value};
 
+/// The streaming filter against the buffered design, natively.
+#[derive(Debug, clap::Parser)]
+#[command(name = "filter-bench")]
 struct Args {
+    /// Body sizes, in bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = [2048, 65536, 524_288, 1_048_576, 4_194_304])]
     sizes: Vec<usize>,
+    /// Bytes per body chunk handed to the filter.
+    #[arg(long, default_value_t = 16384,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     chunk: usize,
+    /// Timed runs per size.
+    #[arg(long, default_value_t = 40,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     runs: usize,
+    /// Stop a size early after this many seconds.
+    #[arg(long, default_value_t = 20.0)]
     max_seconds: f64,
 }
 
 fn usage(msg: &str) -> ! {
     eprintln!("filter-bench: {msg}");
-    eprintln!("usage: filter-bench [--sizes A,B,..] [--chunk BYTES] [--runs N] [--max-seconds S]");
     std::process::exit(2)
-}
-
-fn parse_args() -> Args {
-    let mut a = Args {
-        sizes: vec![2048, 65536, 524_288, 1_048_576, 4_194_304],
-        chunk: 16384,
-        runs: 40,
-        max_seconds: 20.0,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
-        };
-        match flag.as_str() {
-            "--sizes" => {
-                a.sizes = value()
-                    .split(',')
-                    .map(|s| s.trim().parse().unwrap_or_else(|_| usage("bad --sizes")))
-                    .collect()
-            }
-            "--chunk" => a.chunk = value().parse().unwrap_or_else(|_| usage("bad --chunk")),
-            "--runs" => a.runs = value().parse().unwrap_or_else(|_| usage("bad --runs")),
-            "--max-seconds" => {
-                a.max_seconds = value()
-                    .parse()
-                    .unwrap_or_else(|_| usage("bad --max-seconds"))
-            }
-            "-h" | "--help" => usage("help"),
-            other => usage(&format!("unknown option {other}")),
-        }
-    }
-    if a.chunk == 0 || a.runs == 0 {
-        usage("--chunk and --runs must be positive");
-    }
-    a
 }
 
 /// The filter configuration embedded in `envoy.yaml`, as JSON bytes.
@@ -522,7 +497,7 @@ struct Row {
 }
 
 fn main() {
-    let args = parse_args();
+    let args = <Args as clap::Parser>::parse();
     let config = match FilterConfig::from_json(&envoy_filter_config()) {
         Ok(c) => Rc::new(c),
         Err(e) => usage(&format!("envoy.yaml filter configuration: {e}")),

@@ -48,42 +48,23 @@ fn die(msg: &str) -> ! {
     std::process::exit(1)
 }
 
+/// PII masking measured end to end: planted values that reach the upstream.
+#[derive(Debug, clap::Parser)]
+#[command(name = "mask-eval")]
 struct Args {
+    /// Records at most.
+    #[arg(long, default_value_t = usize::MAX, hide_default_value = true)]
     limit: usize,
+    /// Seed of the prose drawn around each record.
+    #[arg(long, default_value_t = 28)]
     seed: u64,
     /// Print each value (synthetic data) that was not protected, and each refused request's
     /// decision, on stderr.
+    #[arg(long)]
     show_leaks: bool,
     /// Only the records whose text contains this.
+    #[arg(long)]
     grep: Option<String>,
-}
-
-fn parse_args() -> Args {
-    let mut a = Args {
-        limit: usize::MAX,
-        seed: 28,
-        show_leaks: false,
-        grep: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "--show-leaks" {
-            a.show_leaks = true;
-            continue;
-        }
-        let value = it
-            .next()
-            .unwrap_or_else(|| die(&format!("{flag} needs a value")));
-        match flag.as_str() {
-            "--limit" => a.limit = value.parse().unwrap_or_else(|_| die("bad --limit")),
-            "--seed" => a.seed = value.parse().unwrap_or_else(|_| die("bad --seed")),
-            "--grep" => a.grep = Some(value),
-            other => die(&format!(
-                "unknown option {other} (--limit N, --seed S, --show-leaks, --grep TEXT)"
-            )),
-        }
-    }
-    a
 }
 
 /// One labelled record: its text and the values of its masked entities with their types.
@@ -159,7 +140,7 @@ impl Rng {
 }
 
 fn main() {
-    let args = parse_args();
+    let args = <Args as clap::Parser>::parse();
     let eval_dir = bench_eval_dir();
     let mut config = default_filter_config().unwrap_or_else(|e| die(&e));
     let masked: Vec<String> = config["pii"]["mask"]

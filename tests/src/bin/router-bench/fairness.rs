@@ -54,7 +54,7 @@ pub(super) fn fairness(args: &Args) {
         std::thread::sleep(Duration::from_millis(500));
         let started = Instant::now();
         let mut loaded = Vec::new();
-        while loaded.len() < args.requests
+        while loaded.len() < args.requests()
             && (started.elapsed().as_secs_f64() < args.max_seconds || loaded.len() < 5)
         {
             let t = Instant::now();

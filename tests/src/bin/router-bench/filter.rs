@@ -56,7 +56,7 @@ pub(super) fn filter(args: &Args) {
                 Some(&mut buffered),
                 &body,
                 args.warmup,
-                args.requests,
+                args.requests(),
                 args.max_seconds,
             );
             eprintln!(
@@ -159,7 +159,7 @@ fn arrival_sweep(args: &Args, with: &mut Conn, without: &mut Conn) {
                 None,
                 &body,
                 args.warmup,
-                args.requests,
+                args.requests(),
                 args.max_seconds,
             );
             eprintln!(

@@ -86,103 +86,82 @@ use fairness::fairness;
 use filter::filter;
 use overhead::overhead;
 
+/// Which tables to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Mode {
+    Overhead,
+    Filter,
+    Fairness,
+    Capacity,
+    All,
+}
+
+/// Router benchmarks through real Envoy, each against the same Envoy without the filter.
+#[derive(Debug, clap::Parser)]
+#[command(name = "router-bench")]
 struct Args {
-    mode: String,
-    requests: usize,
-    /// `--requests` was given (the overhead table has its own default otherwise).
-    requests_given: bool,
+    /// Which table(s).
+    #[arg(long, value_enum, default_value_t = Mode::All)]
+    mode: Mode,
+    /// Timed requests per size and router (default 30; overhead: 15, 10 from 16K tokens).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    requests: Option<u64>,
+    /// Untimed requests per size and router first.
+    #[arg(long, default_value_t = 3)]
     warmup: usize,
+    /// Prompt sizes of the overhead table, in tokens.
+    #[arg(long, value_delimiter = ',', default_values_t = [100, 500, 2000, 8000, 16000])]
     tokens: Vec<usize>,
+    /// Body sizes of the filter table, in bytes.
+    #[arg(long, value_delimiter = ',', default_values_t = [2048, 65536, 524_288, 1_048_576, 4_194_304])]
     bytes: Vec<usize>,
+    /// Stop a size early after this many seconds.
+    #[arg(long, default_value_t = 40.0)]
     max_seconds: f64,
+    /// Filter table: pause this many µs after each 16 KiB of body, so that Envoy sees the
+    /// body arrive in chunks as over a network.
+    #[arg(long, default_value_t = 200)]
     pace_us: u64,
+    /// Arrival-rate table: the long last turn again at each of these pauses (0: none).
+    #[arg(long, value_delimiter = ',', default_values_t = [1000, 4000])]
     sweep_pace_us: Vec<usize>,
+    /// Capacity table: closed-loop client counts.
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 4, 16, 64],
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     concurrency: Vec<usize>,
+    /// Capacity table: seconds per row.
+    #[arg(long, default_value_t = 8.0, value_parser = positive_seconds)]
     capacity_seconds: f64,
+    /// Capacity table: prompt size in tokens.
+    #[arg(long, default_value_t = 500)]
     capacity_tokens: usize,
+    /// Capacity table: a closed-loop client's pause between an answer and its next request.
+    #[arg(long, default_value_t = 500)]
     think_ms: u64,
 }
 
-fn usage(msg: &str) -> ! {
-    eprintln!("router-bench: {msg}");
-    eprintln!(
-        "usage: router-bench [--mode overhead|filter|fairness|capacity|all] [--requests N] \
-         [--warmup N] [--tokens A,B,..] [--bytes A,B,..] [--max-seconds S] [--pace-us N] \
-         [--sweep-pace-us A,B,..] [--concurrency A,B,..] [--capacity-seconds S] \
-         [--capacity-tokens N] [--think-ms N]"
-    );
-    std::process::exit(2)
+impl Args {
+    /// Whether the tables of `mode` are to be printed.
+    fn runs(&self, mode: Mode) -> bool {
+        self.mode == mode || self.mode == Mode::All
+    }
+    /// Timed requests per size and router (the filter and fairness tables).
+    fn requests(&self) -> usize {
+        self.requests.map_or(30, |n| n as usize)
+    }
+}
+
+fn positive_seconds(v: &str) -> Result<f64, String> {
+    match v.parse::<f64>() {
+        Ok(s) if s > 0.0 && s.is_finite() => Ok(s),
+        _ => Err(format!("{v:?} is not a positive number of seconds")),
+    }
 }
 
 /// Stops the benchmark with a runtime error. A panic, so that the routers
 /// already started are dropped (their processes stopped) while unwinding.
 fn die(msg: &str) -> ! {
     panic!("router-bench: {msg}")
-}
-
-fn list(v: &str) -> Vec<usize> {
-    v.split(',')
-        .map(|s| s.trim().parse().unwrap_or_else(|_| usage("bad list")))
-        .collect()
-}
-
-fn parse_args() -> Args {
-    let mut a = Args {
-        mode: "all".into(),
-        requests: 30,
-        requests_given: false,
-        warmup: 3,
-        tokens: vec![100, 500, 2000, 8000, 16000],
-        bytes: vec![2048, 65536, 524_288, 1_048_576, 4_194_304],
-        max_seconds: 40.0,
-        pace_us: 200,
-        sweep_pace_us: vec![1000, 4000],
-        concurrency: vec![1, 4, 16, 64],
-        capacity_seconds: 8.0,
-        capacity_tokens: 500,
-        think_ms: 500,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .unwrap_or_else(|| usage(&format!("{flag} needs a value")))
-        };
-        match flag.as_str() {
-            "--mode" => a.mode = value(),
-            "--requests" => {
-                a.requests = value().parse().unwrap_or_else(|_| usage("bad N"));
-                a.requests_given = true;
-            }
-            "--warmup" => a.warmup = value().parse().unwrap_or_else(|_| usage("bad N")),
-            "--tokens" => a.tokens = list(&value()),
-            "--bytes" => a.bytes = list(&value()),
-            "--max-seconds" => a.max_seconds = value().parse().unwrap_or_else(|_| usage("bad S")),
-            "--pace-us" => a.pace_us = value().parse().unwrap_or_else(|_| usage("bad µs")),
-            "--sweep-pace-us" => {
-                a.sweep_pace_us = list(&value()).into_iter().filter(|&p| p > 0).collect()
-            }
-            "--concurrency" => a.concurrency = list(&value()),
-            "--capacity-seconds" => {
-                a.capacity_seconds = value().parse().unwrap_or_else(|_| usage("bad S"))
-            }
-            "--capacity-tokens" => {
-                a.capacity_tokens = value().parse().unwrap_or_else(|_| usage("bad N"))
-            }
-            "--think-ms" => a.think_ms = value().parse().unwrap_or_else(|_| usage("bad ms")),
-            "-h" | "--help" => usage("help"),
-            other => usage(&format!("unknown option {other}")),
-        }
-    }
-    if !["overhead", "filter", "fairness", "capacity", "all"].contains(&a.mode.as_str())
-        || a.requests == 0
-    {
-        usage("bad --mode or --requests");
-    }
-    if a.concurrency.contains(&0) || a.capacity_seconds.is_nan() || a.capacity_seconds <= 0.0 {
-        usage("bad --concurrency or --capacity-seconds");
-    }
-    a
 }
 
 // ------------------------------------------------------------------ client
@@ -453,15 +432,16 @@ fn post_ok(conn: &mut Conn, body: &[u8]) {
 }
 
 fn main() {
-    let args = parse_args();
+    let mut args = <Args as clap::Parser>::parse();
+    args.sweep_pace_us.retain(|&p| p > 0);
     if let Err(e) = semroute_e2e::envoy_bin() {
         die(&e);
     }
     println!(
         "# router-bench: Envoy from envoy.yaml (one worker each), {} timed requests per size and \
          router{} after {} warm-up, at most {} s per size",
-        args.requests,
-        if args.requests_given {
+        args.requests(),
+        if args.requests.is_some() {
             ""
         } else {
             " (overhead: 15, 10 from 16K tokens)"
@@ -469,16 +449,16 @@ fn main() {
         args.warmup,
         args.max_seconds
     );
-    if args.mode == "filter" || args.mode == "all" {
+    if args.runs(Mode::Filter) {
         filter(&args);
     }
-    if args.mode == "fairness" || args.mode == "all" {
+    if args.runs(Mode::Fairness) {
         fairness(&args);
     }
-    if args.mode == "overhead" || args.mode == "all" {
+    if args.runs(Mode::Overhead) {
         overhead(&args);
     }
-    if args.mode == "capacity" || args.mode == "all" {
+    if args.runs(Mode::Capacity) {
         capacity(&args);
     }
 }

@@ -150,10 +150,10 @@ pub(super) fn overhead(args: &Args) {
     let rss_start = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
     let mut rows = Vec::new();
     for &tokens in &args.tokens {
-        let requests = match args.requests_given {
-            true => args.requests,
-            false if tokens >= 16_000 => 10,
-            false => 15,
+        let requests = match args.requests {
+            Some(n) => n as usize,
+            None if tokens >= 16_000 => 10,
+            None => 15,
         };
         let row = measure_overhead(
             &mut conns,

@@ -98,8 +98,11 @@ fn envoy_filter_config() -> Vec<u8> {
     }
 }
 
-/// A host that behaves like Envoy's for the filter: headers, a buffered body
-/// that grows chunk by chunk, prefix replacement, one gRPC call.
+/// A host that behaves like Envoy's for the filter's request side, for timing: headers, a
+/// buffered body that grows chunk by chunk, one gRPC call. Unlike the tests' `MockHost` it
+/// reads the real clock, keeps the dispatched message undecoded, and replaces the body's
+/// prefix lazily as Envoy does (no copy of the rest of the body), so that none of the host's
+/// own work is counted as the filter's. The response side (restore table) uses `MockHost`.
 struct BenchHost {
     headers: Vec<(String, String)>,
     body: Vec<u8>,

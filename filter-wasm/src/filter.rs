@@ -39,6 +39,7 @@ use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
 use crate::pii_mask::MaskTable;
 use crate::pii_restore::Restorer;
 use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
+use crate::prompt_texts::PromptTexts;
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
 use crate::request_edits::RequestEdits;
 use crate::request_path;
@@ -147,7 +148,7 @@ pub struct HttpFilter {
     sent_tokens_raw: u32,
     phase: Phase,
     scanner: Scanner,
-    extractor: Option<Extractor>,
+    extractor: Option<Extractor<PromptTexts>>,
     /// Body bytes scanned so far.
     scanned: usize,
     /// Body bytes the host reported buffered so far (`body_size` of the latest body
@@ -351,10 +352,11 @@ impl HttpFilter {
         self.request_id = host.request_header("x-request-id").unwrap_or_default();
         self.api = Some(api);
         let ratio = self.calibration.get().ratio();
-        self.extractor = Some(
-            Extractor::new(api, &self.config.compression, limits.max_scan_text_bytes)
-                .with_token_ratio(ratio),
-        );
+        self.extractor = Some(Extractor::new(
+            api,
+            PromptTexts::new(&self.config.compression).with_token_ratio(ratio),
+            limits.max_scan_text_bytes,
+        ));
         self.started_us = host.now_us();
         self.phase = Phase::Scanning;
         Action::Pause
@@ -551,7 +553,8 @@ impl HttpFilter {
         let t0 = host.now_us();
         // The builders hold the whole prompt: they are freed when this returns, after the
         // dispatch, not before it.
-        let mut builder = extractor.take_prompt_builder();
+        let (texts, extracted) = extractor.texts_and_extracted();
+        let mut builder = texts.take_prompt(&extracted.prompt_segments);
         let count = builder.segment_count();
         // Pin the final segment (typically the question after a pasted
         // document) when the turn has several; a single segment stays
@@ -566,7 +569,7 @@ impl HttpFilter {
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
-        let mut scan_builder = extractor.take_scan_builder();
+        let mut scan_builder = texts.take_scan();
         let scan = scan_builder.as_mut().map(|b| b.compress_to_budget(&[]));
         let risk = compressed
             .risk

@@ -14,7 +14,10 @@
 //! - [`pii_mask`] and [`pii_restore`]: PII placeholders in request bodies, and the values
 //!   put back in JSON and streamed (SSE) answers ([`response_restore`] drives the latter
 //!   from the response callbacks);
-//! - [`request`]: OpenAI request extraction (model, stream, prompt, scan text);
+//! - [`request`]: OpenAI request extraction (model, stream, prompt, scan text), handing
+//!   the text it reads to a [`request::TextSink`];
+//! - [`prompt_texts`]: that sink for the filter: the prompt and scan-text builders,
+//!   compressed as the body arrives;
 //! - [`classify_request`]: the daemon's `Classify` request, built in one place from the
 //!   compressed texts;
 //! - [`config`]: the validated filter configuration;
@@ -56,6 +59,7 @@ pub mod json_strings;
 pub mod pii_mask;
 pub mod pii_restore;
 pub mod policy;
+pub mod prompt_texts;
 
 pub mod request;
 pub mod request_edits;

@@ -8,14 +8,16 @@
 //!   the body can be spliced without re-serialisation;
 //! - `stream`;
 //! - the **prompt**: the text of the last user turn (string content, or the
-//!   `text` of each content part; each string is one segment), fed to the
-//!   compression [`PromptBuilder`] as it arrives once a message that may be the
-//!   user's is long enough to matter ([`STREAM_PROMPT_BYTES`]), whatever the
-//!   order of `role` and `content`;
+//!   `text` of each content part; each string is one segment);
 //! - the **scan text**: earlier user turns and tool output (`tool` /
-//!   `function` messages, Responses `function_call_output` items), all of it
-//!   fed to a compression [`PromptBuilder`] of its own as each message ends,
-//!   and scanned by the daemon for jailbreaks and PII only.
+//!   `function` messages, Responses `function_call_output` items), scanned by
+//!   the daemon for jailbreaks and PII only.
+//!
+//! As it reads, the extractor hands every piece of text to a [`TextSink`] (the filter's
+//! is [`crate::prompt_texts::PromptTexts`], which compresses it as it arrives): the
+//! fragments of each message with what is known of its role, the end of each message, and
+//! the scan text. The sink decides what to analyse when; the extractor knows nothing of
+//! compression.
 //!
 //! System, developer and assistant text is not classified. Responses items
 //! without a role (tool and reasoning items) count as tool output: their
@@ -28,7 +30,6 @@
 
 use thiserror::Error;
 
-use crate::compression::{CompressionConfig, PromptBuilder};
 use crate::json_scan::{Event, Sink};
 
 /// Longest `model` value kept, bytes; longer values count as unknown models.
@@ -168,27 +169,68 @@ struct MessageAcc {
     current: String,
     /// Bytes of text in `segments` and `current`.
     text_bytes: usize,
-    /// Once the message's text reaches [`STREAM_PROMPT_BYTES`] while it is, or may still
-    /// turn out to be, the user's (`role` can come after `content`): a prompt builder fed
-    /// all of its text, then each fragment as it arrives. It becomes the prompt builder if
-    /// this is the last user turn, so a long turn's sentences are analysed per body chunk
-    /// whatever the key order.
-    builder: Option<PromptBuilder>,
 }
 
-/// Message text (bytes) from which a message that may be the user's is analysed for
-/// compression as it arrives. Shorter messages are analysed only if they turn out to be the
-/// last user turn, once it is known (at most this much text, well under a millisecond), so
-/// conversation history costs no analysis; longer ones are analysed per body chunk, so
-/// that when the body's last byte arrives little is left to do.
-pub const STREAM_PROMPT_BYTES: usize = 8 * 1024;
+/// The text of the message being read, as a [`TextSink`] sees it with each fragment.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageText<'a> {
+    /// The message's complete strings so far (its segments).
+    pub segments: &'a [String],
+    /// The string being read, the new fragment included.
+    pub current: &'a str,
+    /// Bytes of text in `segments` and `current`.
+    pub bytes: usize,
+    /// The message is, or may still turn out to be, a user turn (`role` can come after
+    /// `content`).
+    pub may_be_prompt: bool,
+}
+
+/// Where the extractor hands the text it reads, as it reads it.
+///
+/// A message's fragments come between [`TextSink::message_start`] and
+/// [`TextSink::message_end`]; a prompt given as one string (the Responses API's `input`,
+/// a completion `prompt`) comes as [`TextSink::prompt_start`] and its fragments; earlier
+/// turns and tool output come whole to [`TextSink::scan_text`] once their message ends.
+pub trait TextSink {
+    /// A message begins (any earlier message's state is dropped).
+    fn message_start(&mut self);
+    /// The current message's role is known and it is not the user's.
+    fn message_not_prompt(&mut self);
+    /// `fragment` of the current message's text was read.
+    fn message_fragment(&mut self, fragment: &str, message: &MessageText<'_>);
+    /// One string (segment) of the current message ended.
+    fn message_segment_end(&mut self);
+    /// The current message ended; `is_prompt`: it is the last user turn so far.
+    fn message_end(&mut self, is_prompt: bool);
+    /// A prompt given as one string begins; it is the last user turn so far.
+    fn prompt_start(&mut self);
+    /// `fragment` of that prompt was read.
+    fn prompt_fragment(&mut self, fragment: &str);
+    /// That prompt's string ended.
+    fn prompt_segment_end(&mut self);
+    /// One earlier user turn or tool output (not empty), whole.
+    fn scan_text(&mut self, text: &str);
+}
+
+/// A sink that keeps nothing: extraction alone.
+impl TextSink for () {
+    fn message_start(&mut self) {}
+    fn message_not_prompt(&mut self) {}
+    fn message_fragment(&mut self, _fragment: &str, _message: &MessageText<'_>) {}
+    fn message_segment_end(&mut self) {}
+    fn message_end(&mut self, _is_prompt: bool) {}
+    fn prompt_start(&mut self) {}
+    fn prompt_fragment(&mut self, _fragment: &str) {}
+    fn prompt_segment_end(&mut self) {}
+    fn scan_text(&mut self, _text: &str) {}
+}
 
 /// Scanner sink that extracts an OpenAI request. See the module docs.
 #[derive(Debug)]
-pub struct Extractor {
+pub struct Extractor<S: TextSink> {
     api: Api,
-    compression: CompressionConfig,
-    token_ratio: Option<f32>,
+    /// Where the text goes as it is read.
+    texts: S,
     max_scan_text: usize,
     stack: Vec<Ctx>,
     /// Per open container (parallel to `stack`): the keys read so far that the router
@@ -204,10 +246,8 @@ pub struct Extractor {
     msg: MessageAcc,
     /// The input string of the Responses API is being read.
     input_string: bool,
-    builder: Option<PromptBuilder>,
-    /// Fed with `scan_text` as it is appended (one segment), so that the scan text is
-    /// compressed like the prompt, without a second read.
-    scan_builder: Option<PromptBuilder>,
+    /// Some scan text was appended.
+    seen_scan_text: bool,
     out: Extracted,
 }
 
@@ -262,14 +302,14 @@ fn part_text_type() -> ExtractError {
     }
 }
 
-impl Extractor {
-    /// An extractor for one body of `api`, keeping a verbatim copy of at most
-    /// `max_scan_text` bytes of scan text ([`Extracted::scan_text`]).
-    pub fn new(api: Api, compression: &CompressionConfig, max_scan_text: usize) -> Self {
+impl<S: TextSink> Extractor<S> {
+    /// An extractor for one body of `api` that hands its text to `texts`, keeping a
+    /// verbatim copy of at most `max_scan_text` bytes of scan text
+    /// ([`Extracted::scan_text`]).
+    pub fn new(api: Api, texts: S, max_scan_text: usize) -> Self {
         Extractor {
             api,
-            compression: compression.clone(),
-            token_ratio: None,
+            texts,
             max_scan_text,
             stack: Vec::new(),
             read_keys: Vec::new(),
@@ -282,24 +322,8 @@ impl Extractor {
             seen_conversation: false,
             msg: MessageAcc::default(),
             input_string: false,
-            builder: None,
-            scan_builder: None,
+            seen_scan_text: false,
             out: Extracted::default(),
-        }
-    }
-
-    /// Starts every prompt builder with `ratio` daemon tokens per estimated
-    /// token (from the filter's running [`crate::compression::TokenCalibration`]).
-    pub fn with_token_ratio(mut self, ratio: f32) -> Self {
-        self.token_ratio = Some(ratio);
-        self
-    }
-
-    fn new_builder(&self) -> PromptBuilder {
-        let b = PromptBuilder::new(&self.compression);
-        match self.token_ratio {
-            Some(r) => b.with_token_ratio(r),
-            None => b,
         }
     }
 
@@ -327,36 +351,9 @@ impl Extractor {
         end_of_stream || (self.out.texts_complete && self.out.model.is_some())
     }
 
-    /// Takes the prompt builder holding the last user turn (a fresh one fed
-    /// from the stored segments when the text was not streamed into it).
-    pub fn take_prompt_builder(&mut self) -> PromptBuilder {
-        match self.builder.take() {
-            Some(b) if b.segment_count() == self.out.prompt_segments.len() => b,
-            _ => {
-                let mut b = self.new_builder();
-                for s in &self.out.prompt_segments {
-                    b.push_str(s);
-                    b.end_segment();
-                }
-                b
-            }
-        }
-    }
-
-    /// Takes the prompt builder holding the scan text (all earlier user turns and tool
-    /// output, joined by blank lines, as one segment: [`Extracted::scan_text`] when that
-    /// copy was not capped); `None` when there is none.
-    pub fn take_scan_builder(&mut self) -> Option<PromptBuilder> {
-        self.scan_builder.take()
-    }
-
-    /// True when the last user turn read so far was analysed by its prompt builder as it
-    /// arrived (whatever the order of `role` and `content`), so
-    /// [`Extractor::take_prompt_builder`] will not re-read its text.
-    pub fn prompt_streamed(&self) -> bool {
-        self.builder
-            .as_ref()
-            .is_some_and(|b| b.segment_count() == self.out.prompt_segments.len())
+    /// The text sink and what has been extracted so far.
+    pub fn texts_and_extracted(&mut self) -> (&mut S, &Extracted) {
+        (&mut self.texts, &self.out)
     }
 
     /// Consumes the extractor, returning the result.
@@ -364,23 +361,16 @@ impl Extractor {
         self.out
     }
 
-    /// Appends one earlier turn or tool output: all of it to the scan builder (a jailbreak
+    /// Appends one earlier turn or tool output: all of it to the text sink (a jailbreak
     /// or personal data late in a long history must not go unread), and up to
     /// `max_scan_text` bytes in all to the verbatim copy [`Extracted::scan_text`].
     fn append_scan_text(&mut self, text: &str) {
         if text.is_empty() {
             return;
         }
-        let first = self.scan_builder.is_none();
-        if first {
-            self.scan_builder = Some(self.new_builder());
-        }
-        if let Some(b) = self.scan_builder.as_mut() {
-            if !first {
-                b.push_str("\n\n");
-            }
-            b.push_str(text);
-        }
+        self.texts.scan_text(text);
+        let first = !self.seen_scan_text;
+        self.seen_scan_text = true;
         let out = &mut self.out;
         let sep = if first { 0 } else { 2 };
         let room = self.max_scan_text.saturating_sub(out.scan_text.len() + sep);
@@ -403,31 +393,14 @@ impl Extractor {
 
     fn begin_message(&mut self) {
         self.msg = MessageAcc::default();
+        self.texts.message_start();
     }
 
-    /// The role is known: a message that is not the user's stops feeding a builder.
+    /// The role is known: a message that is not the user's is no prompt.
     fn role_known(&mut self) {
         if self.msg.role != Some(Role::User) {
-            self.msg.builder = None;
+            self.texts.message_not_prompt();
         }
-    }
-
-    /// Starts feeding a builder once a message that may be the user's has
-    /// [`STREAM_PROMPT_BYTES`] of text: it first gets the text read so far.
-    fn maybe_start_builder(&mut self) {
-        let msg = &self.msg;
-        let maybe_user =
-            matches!(msg.role, None | Some(Role::User)) && msg.type_text != "function_call_output";
-        if !maybe_user || msg.builder.is_some() || msg.text_bytes < STREAM_PROMPT_BYTES {
-            return;
-        }
-        let mut b = self.new_builder();
-        for seg in &self.msg.segments {
-            b.push_str(seg);
-            b.end_segment();
-        }
-        b.push_str(&self.msg.current);
-        self.msg.builder = Some(b);
     }
 
     fn end_message(&mut self) -> Result<(), ExtractError> {
@@ -436,7 +409,8 @@ impl Extractor {
             _ if msg.type_text == "function_call_output" => Role::Tool,
             (Some(role), _) => role,
             (None, Api::ChatCompletions | Api::Completions) => {
-                return Err(ExtractError::Missing("messages[].role"))
+                self.texts.message_end(false);
+                return Err(ExtractError::Missing("messages[].role"));
             }
             // Responses items without a role are tool calls, their output and reasoning:
             // whatever text they hold reaches the model like tool output.
@@ -447,42 +421,41 @@ impl Extractor {
                 let previous = std::mem::replace(&mut self.out.prompt_segments, msg.segments);
                 let joined = previous.join("\n");
                 self.append_scan_text(&joined);
-                // A builder that saw every segment; otherwise one is rebuilt from the
-                // segments when needed.
-                self.builder = msg.builder;
+                self.texts.message_end(true);
             }
             Role::Tool => {
+                self.texts.message_end(false);
                 let joined = msg.segments.join("\n");
                 self.append_scan_text(&joined);
             }
-            Role::Unknown | Role::Other => {}
+            Role::Unknown | Role::Other => self.texts.message_end(false),
         }
         Ok(())
     }
 
     fn text_fragment(&mut self, s: &str) {
+        self.msg.current.push_str(s);
         if self.input_string {
-            self.msg.current.push_str(s);
-            if let Some(b) = self.builder.as_mut() {
-                b.push_str(s);
-            }
+            self.texts.prompt_fragment(s);
             return;
         }
-        self.msg.current.push_str(s);
         self.msg.text_bytes = self.msg.text_bytes.saturating_add(s.len());
-        match self.msg.builder.as_mut() {
-            Some(b) => b.push_str(s),
-            None => self.maybe_start_builder(),
-        }
+        let msg = &self.msg;
+        let message = MessageText {
+            segments: &msg.segments,
+            current: &msg.current,
+            bytes: msg.text_bytes,
+            may_be_prompt: matches!(msg.role, None | Some(Role::User))
+                && msg.type_text != "function_call_output",
+        };
+        self.texts.message_fragment(s, &message);
     }
 
     fn text_end(&mut self) {
         let seg = std::mem::take(&mut self.msg.current);
         if self.input_string {
             self.input_string = false;
-            if let Some(b) = self.builder.as_mut() {
-                b.end_segment();
-            }
+            self.texts.prompt_segment_end();
             // A batch of completion prompts: the ones before the last are read like
             // earlier turns; the array's end completes the texts.
             let previous = std::mem::replace(&mut self.out.prompt_segments, vec![seg]);
@@ -495,9 +468,7 @@ impl Extractor {
             return;
         }
         self.msg.segments.push(seg);
-        if let Some(b) = self.msg.builder.as_mut() {
-            b.end_segment();
-        }
+        self.texts.message_segment_end();
     }
 
     /// Opens a container of context `ctx`.
@@ -673,7 +644,7 @@ impl Extractor {
             Some(Ctx::Conversation) if self.api == Api::Completions => {
                 self.input_string = true;
                 self.msg = MessageAcc::default();
-                self.builder = Some(self.new_builder());
+                self.texts.prompt_start();
                 self.target = StrTarget::Text;
                 return Ok(());
             }
@@ -699,7 +670,7 @@ impl Extractor {
                 // completion `prompt` string.
                 self.input_string = true;
                 self.msg = MessageAcc::default();
-                self.builder = Some(self.new_builder());
+                self.texts.prompt_start();
                 StrTarget::Text
             }
             Slot::Ignore | Slot::Stream => StrTarget::None,
@@ -784,7 +755,7 @@ fn read_key_bit(ctx: Ctx, name: &str, api: Api) -> Option<(u16, &'static str)> {
     })
 }
 
-impl Sink for Extractor {
+impl<S: TextSink> Sink for Extractor<S> {
     type Error = ExtractError;
 
     fn event(&mut self, event: Event<'_>) -> Result<(), ExtractError> {

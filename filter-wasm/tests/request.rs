@@ -6,10 +6,32 @@ mod common;
 
 use common::{eval_requests, to_ascii_json};
 use proptest::prelude::*;
-use semroute_filter::compression::CompressionConfig;
+use semroute_filter::compression::{CompressionConfig, PromptBuilder};
 use semroute_filter::json_scan::{FeedError, Scanner};
+use semroute_filter::prompt_texts::PromptTexts;
 use semroute_filter::request::{Api, ExtractError, Extracted, Extractor, ModelValue};
 use serde_json::{json, Value};
+
+/// An extractor for `api` handing its text to the filter's prompt builders.
+fn extractor(api: Api, max_scan_text: usize) -> Extractor<PromptTexts> {
+    Extractor::new(
+        api,
+        PromptTexts::new(&CompressionConfig::default()),
+        max_scan_text,
+    )
+}
+
+/// The prompt builder of the last user turn.
+fn take_prompt(ex: &mut Extractor<PromptTexts>) -> PromptBuilder {
+    let (texts, extracted) = ex.texts_and_extracted();
+    texts.take_prompt(&extracted.prompt_segments)
+}
+
+/// Whether the last user turn was analysed as it arrived.
+fn prompt_streamed(ex: &mut Extractor<PromptTexts>) -> bool {
+    let (texts, extracted) = ex.texts_and_extracted();
+    texts.prompt_streamed(extracted.prompt_segments.len())
+}
 
 fn extract(
     api: Api,
@@ -17,7 +39,7 @@ fn extract(
     splits: &[usize],
 ) -> Result<(Extracted, String), FeedError<ExtractError>> {
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(api, &CompressionConfig::default(), 1 << 20);
+    let mut ex = extractor(api, 1 << 20);
     let cuts = common::cut_points(splits, body.len());
     let mut prev = 0;
     for c in cuts {
@@ -25,7 +47,7 @@ fn extract(
         prev = c;
     }
     scanner.finish(&mut ex)?;
-    let prompt = ex.take_prompt_builder().finish(&[]).text;
+    let prompt = take_prompt(&mut ex).finish(&[]).text;
     Ok((ex.into_extracted(), prompt))
 }
 
@@ -214,21 +236,21 @@ fn user_text_is_analysed_as_it_arrives_whatever_the_key_order() {
             .to_string(),
     ] {
         let mut scanner = Scanner::new(64);
-        let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 1024);
+        let mut ex = extractor(Api::ChatCompletions, 1024);
         scanner.feed(body.as_bytes(), &mut ex).unwrap();
         scanner.finish(&mut ex).unwrap();
-        assert!(ex.prompt_streamed(), "{}", &body[..80]);
-        let b = ex.take_prompt_builder();
+        assert!(prompt_streamed(&mut ex), "{}", &body[..80]);
+        let b = take_prompt(&mut ex);
         assert_eq!(b.segment_count(), 1);
         assert_eq!(b.sentence_count(), 400);
     }
     // Short turns are analysed only once known to be the last user turn.
     let body = json!({"messages": [{"content": "short", "role": "user"}]}).to_string();
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 1024);
+    let mut ex = extractor(Api::ChatCompletions, 1024);
     scanner.feed(body.as_bytes(), &mut ex).unwrap();
-    assert!(!ex.prompt_streamed());
-    assert_eq!(ex.take_prompt_builder().sentence_count(), 1);
+    assert!(!prompt_streamed(&mut ex));
+    assert_eq!(take_prompt(&mut ex).sentence_count(), 1);
     // An assistant turn whose role comes last is not taken for the prompt.
     let body = json!({"messages": [{"content": "question one", "role": "user"},
         {"content": "an answer", "role": "assistant"}]})
@@ -320,7 +342,7 @@ fn completions_prompt_shapes() {
     }
     // A body without `prompt` is incomplete.
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(Api::Completions, &CompressionConfig::default(), 1 << 20);
+    let mut ex = extractor(Api::Completions, 1 << 20);
     scanner.feed(br#"{"model":"m"}"#, &mut ex).unwrap();
     scanner.finish(&mut ex).unwrap();
     assert_eq!(ex.check_complete(), Err(ExtractError::Missing("prompt")));
@@ -477,7 +499,7 @@ fn ready_before_the_body_ends() {
     let body = br#"{"model":"auto","messages":[{"role":"user","content":"hi"}],"tools":[1,2,3]}"#;
     let cut = body.windows(2).position(|w| w == b"],").unwrap() + 1;
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 1024);
+    let mut ex = extractor(Api::ChatCompletions, 1024);
     scanner.feed(&body[..cut - 1], &mut ex).unwrap();
     assert!(!ex.ready(false));
     scanner.feed(&body[cut - 1..cut], &mut ex).unwrap();
@@ -485,7 +507,7 @@ fn ready_before_the_body_ends() {
     // Model after messages: not ready until the model arrives.
     let body = br#"{"messages":[{"role":"user","content":"hi"}],"model":"auto"}"#;
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 1024);
+    let mut ex = extractor(Api::ChatCompletions, 1024);
     scanner.feed(&body[..45], &mut ex).unwrap();
     assert!(ex.extracted().texts_complete);
     assert!(!ex.ready(false));
@@ -500,7 +522,7 @@ fn scan_text_is_capped_on_a_char_boundary() {
         "é".repeat(100)
     );
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(Api::ChatCompletions, &CompressionConfig::default(), 51);
+    let mut ex = extractor(Api::ChatCompletions, 51);
     scanner.feed(body.as_bytes(), &mut ex).unwrap();
     scanner.finish(&mut ex).unwrap();
     let out = ex.into_extracted();
@@ -647,13 +669,13 @@ fn shapes_the_router_would_not_read_are_refused_or_read() {
     }
     // A chat body without `messages`: refused once the body has ended.
     let mut scanner = Scanner::new(64);
-    let mut ex = Extractor::new(chat, &CompressionConfig::default(), 1024);
+    let mut ex = extractor(chat, 1024);
     scanner
         .feed(br#"{"model":"auto","prompt":"hi"}"#, &mut ex)
         .unwrap();
     scanner.finish(&mut ex).unwrap();
     assert_eq!(ex.check_complete(), Err(ExtractError::Missing("messages")));
-    let mut ex = Extractor::new(resp, &CompressionConfig::default(), 1024);
+    let mut ex = extractor(resp, 1024);
     scanner = Scanner::new(64);
     scanner.feed(br#"{"model":"auto"}"#, &mut ex).unwrap();
     scanner.finish(&mut ex).unwrap();

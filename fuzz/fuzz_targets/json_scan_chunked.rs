@@ -22,6 +22,7 @@ use libfuzzer_sys::fuzz_target;
 use semroute_filter::compression::CompressionConfig;
 use semroute_filter::json_scan::{FeedError, ScanErrorKind, Scanner, Sink};
 use semroute_filter::testing::Recorder;
+use semroute_filter::prompt_texts::PromptTexts;
 use semroute_filter::request::{Api, Extractor};
 
 /// Splits `body` into chunks of the given sizes (cyclically).
@@ -96,9 +97,9 @@ fuzz_target!(|data: &[u8]| {
     // Request extraction: chunked == one-shot, for both APIs.
     let compression = CompressionConfig::default();
     for api in [Api::ChatCompletions, Api::Responses] {
-        let mut a = Extractor::new(api, &compression, 4096);
+        let mut a = Extractor::new(api, PromptTexts::new(&compression), 4096);
         let ra = scan(&[body], depth, &mut a);
-        let mut b = Extractor::new(api, &compression, 4096);
+        let mut b = Extractor::new(api, PromptTexts::new(&compression), 4096);
         let rb = scan(&parts, depth, &mut b);
         assert_eq!(ra, rb, "extraction result differs with chunking");
         assert_eq!(

@@ -98,42 +98,39 @@ fn envoy_filter_config() -> Vec<u8> {
     }
 }
 
-/// A host that behaves like Envoy's for the filter's request side, for timing: headers, a
-/// buffered body that grows chunk by chunk, one gRPC call. Unlike the tests' `MockHost` it
-/// reads the real clock, keeps the dispatched message undecoded, and replaces the body's
-/// prefix lazily as Envoy does (no copy of the rest of the body), so that none of the host's
-/// own work is counted as the filter's. The response side (restore table) uses `MockHost`.
+/// The filter's `MockHost` for the request side, but for what a timing must not count as
+/// the filter's work: it reads the real clock, keeps the dispatched message undecoded, and
+/// replaces the body's prefix lazily as Envoy does (no copy of the rest of the body).
 struct BenchHost {
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-    /// Prefix replacement (drained bytes, new prefix), applied lazily as
-    /// Envoy does without moving the rest of the buffer.
+    host: MockHost,
+    /// Prefix replacement (drained bytes, new prefix), kept instead of applied.
     replaced: Option<(usize, Vec<u8>)>,
+    /// When the `Classify` call was dispatched.
     dispatched: Option<Instant>,
+    /// The dispatched message, undecoded.
     request: Vec<u8>,
-    reply: Vec<u8>,
-    resumed: bool,
-    local_reply: Option<u16>,
     epoch: Instant,
 }
 
 impl BenchHost {
     fn new(content_length: usize, reply: Vec<u8>) -> Self {
-        BenchHost {
-            headers: vec![
-                (":method".into(), "POST".into()),
-                (":path".into(), "/v1/chat/completions".into()),
-                ("content-type".into(), "application/json".into()),
-                ("content-length".into(), content_length.to_string()),
-                ("x-request-id".into(), "bench".into()),
+        let length = content_length.to_string();
+        let mut host = MockHost::new(
+            "POST",
+            "/v1/chat/completions",
+            &[
+                ("content-type", "application/json"),
+                ("content-length", &length),
+                ("x-request-id", "bench"),
             ],
-            body: Vec::with_capacity(content_length),
+        );
+        host.body = Vec::with_capacity(content_length);
+        host.reply = Some(reply);
+        BenchHost {
+            host,
             replaced: None,
             dispatched: None,
             request: Vec::new(),
-            reply,
-            resumed: false,
-            local_reply: None,
             epoch: Instant::now(),
         }
     }
@@ -141,41 +138,42 @@ impl BenchHost {
 
 impl Host for BenchHost {
     fn request_header(&self, name: &str) -> Option<String> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.clone())
+        self.host.request_header(name)
     }
     fn request_header_names(&self) -> Vec<String> {
-        self.headers.iter().map(|(k, _)| k.clone()).collect()
+        self.host.request_header_names()
     }
     fn set_request_header(&mut self, name: &str, value: &str) {
-        self.remove_request_header(name);
-        self.headers.push((name.into(), value.into()));
+        self.host.set_request_header(name, value)
     }
     fn remove_request_header(&mut self, name: &str) {
-        self.headers.retain(|(k, _)| k != name);
+        self.host.remove_request_header(name)
     }
-    fn set_response_header(&mut self, _name: &str, _value: &str) {}
-    fn response_header(&self, _name: &str) -> Option<String> {
-        None
+    fn set_response_header(&mut self, name: &str, value: &str) {
+        self.host.set_response_header(name, value)
     }
-    fn remove_response_header(&mut self, _name: &str) {}
-    fn response_body(&self, _start: usize, _len: usize) -> Option<Vec<u8>> {
-        None
+    fn response_header(&self, name: &str) -> Option<String> {
+        self.host.response_header(name)
+    }
+    fn remove_response_header(&mut self, name: &str) {
+        self.host.remove_response_header(name)
+    }
+    fn response_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
+        self.host.response_body(start, len)
     }
     fn set_response_body(
         &mut self,
-        _start: usize,
-        _len: usize,
-        _bytes: &[u8],
+        start: usize,
+        len: usize,
+        bytes: &[u8],
     ) -> Result<(), HostError> {
-        Ok(())
+        self.host.set_response_body(start, len, bytes)
     }
-    fn increment_counter(&mut self, _name: &str, _by: u64) {}
+    fn increment_counter(&mut self, name: &str, by: u64) {
+        self.host.increment_counter(name, by)
+    }
     fn request_body(&self, start: usize, len: usize) -> Option<Vec<u8>> {
-        let end = start.saturating_add(len).min(self.body.len());
-        self.body.get(start..end).map(<[u8]>::to_vec)
+        self.host.request_body(start, len)
     }
     fn replace_body_prefix(&mut self, drain: usize, prefix: &[u8]) -> Result<(), HostError> {
         self.replaced = Some((drain, prefix.to_vec()));
@@ -191,14 +189,14 @@ impl Host for BenchHost {
         self.request = message.to_vec();
         Ok(1)
     }
-    fn grpc_response_body(&self, _len: usize) -> Option<Vec<u8>> {
-        Some(self.reply.clone())
+    fn grpc_response_body(&self, len: usize) -> Option<Vec<u8>> {
+        self.host.grpc_response_body(len)
     }
-    fn send_response(&mut self, status: u16, _headers: &[(&str, &str)], _body: &[u8]) {
-        self.local_reply = Some(status);
+    fn send_response(&mut self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        self.host.send_response(status, headers, body)
     }
     fn resume_request(&mut self) {
-        self.resumed = true;
+        self.host.resume_request()
     }
     fn now_us(&self) -> u64 {
         self.epoch.elapsed().as_micros() as u64
@@ -258,13 +256,13 @@ fn run_filter(
     let mut last_start = None;
     let n = body.len().div_ceil(chunk);
     for (i, part) in body.chunks(chunk).enumerate() {
-        host.body.extend_from_slice(part);
+        host.host.body.extend_from_slice(part);
         let eos = i + 1 == n;
         let t = Instant::now();
         if eos {
             last_start = Some(t);
         }
-        let buffered = host.body.len();
+        let buffered = host.host.body.len();
         f.on_request_body(&mut host, buffered, eos);
         // A chunk over `limits.max_scan_bytes_per_callback` leaves a backlog, which Envoy
         // continues from the root context's tick.
@@ -274,14 +272,14 @@ fn run_filter(
         cpu += t.elapsed();
     }
     let (Some(dispatched), Some(last)) = (host.dispatched, last_start) else {
-        panic!("no Classify dispatch (local reply {:?})", host.local_reply);
+        let status = host.host.sent.as_ref().map(|(status, _, _)| *status);
+        panic!("no Classify dispatch (local reply {status:?})");
     };
     let to_dispatch = dispatched.saturating_duration_since(last);
     let t = Instant::now();
-    let reply_len = host.reply.len();
-    f.on_grpc_response(&mut host, 1, 0, reply_len);
+    f.on_grpc_response(&mut host, 1, 0, reply.len());
     cpu += t.elapsed();
-    assert!(host.resumed, "the request was not resumed");
+    assert_eq!(host.host.resumed, 1, "the request was not resumed");
     assert_eq!(
         f.applied_route().and_then(|r| r.model.as_deref()),
         Some("math-model"),

@@ -273,7 +273,7 @@ bench: build
 	@echo "== filter: cost per body size, native, against a buffered serde_json baseline"
 	$(CARGO) run --release -p semroute-e2e --bin filter-bench
 	@echo "== filter inside Envoy against a buffered baseline module and the same Envoy without the filter, fairness beside large bodies, and router overhead end to end"
-	$(CARGO) build --release -p semroute-filter --example buffered_baseline --target wasm32-wasip1
+	$(CARGO) build --release -p semroute-buffered-baseline --target wasm32-wasip1
 	$(CARGO) build --release -p semroute-e2e --bins
 	target/release/router-bench
 

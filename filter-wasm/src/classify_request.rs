@@ -1,5 +1,5 @@
 //! The `Classify` request, built in one place from what compression made of a request's
-//! texts. The streaming filter, the buffered baseline (`examples/buffered_baseline.rs`) and
+//! texts. The streaming filter, the buffered baseline (`tests/buffered-baseline`) and
 //! the benchmarks all call [`classify_request`], so they send the daemon the same message
 //! for the same texts.
 

@@ -24,7 +24,6 @@
 //! - [`request_edits`]: a decision's reasoning effort and system prompt spliced into the body;
 //! - [`policy`]: routing, jailbreak and PII decisions;
 //! - [`error_response`]: OpenAI-style error replies;
-//! - [`buffered`]: the buffered design's extraction (`serde_json`), the benchmarks' baseline;
 //! - [`filter`]: the per-request state machine behind the [`filter::Host`] trait;
 //! - [`body_rewrite`]: `model` spliced in, or the whole body rewritten (mask, edits);
 //! - [`header_map`]: the proxy-wasm header map serialisation;
@@ -32,7 +31,7 @@
 //!   tests, benchmarks and fuzz targets share.
 //!
 //! `shim` is the thin layer that talks to the proxy-wasm host (compiled only
-//! for `wasm32`). A panic in a wasm filter kills the VM for every request on
+//! for `wasm32`, with the default feature `module`). A panic in a wasm filter kills the VM for every request on
 //! that worker, so the crate denies `unwrap`, `expect`, indexing and explicit
 //! panics outside its tests.
 
@@ -47,7 +46,6 @@
 )]
 
 pub mod body_rewrite;
-pub mod buffered;
 pub mod classify_request;
 pub mod compression;
 pub mod config;
@@ -76,5 +74,5 @@ pub mod risk;
 pub mod testing;
 pub mod text;
 
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", feature = "module"))]
 mod shim;

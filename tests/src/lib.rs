@@ -471,7 +471,7 @@ pub struct RouterOptions {
     pub without_filter: bool,
     /// A wasm module in place of the semroute filter's, under the same filter entry and
     /// configuration (a benchmark baseline such as the buffered design of
-    /// `filter-wasm/examples/buffered_baseline.rs`).
+    /// `tests/buffered-baseline`).
     pub wasm_module: Option<PathBuf>,
 }
 

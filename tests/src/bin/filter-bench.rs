@@ -52,11 +52,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use prost::Message;
+use semroute_buffered_baseline::extract::{earlier_user_text, last_user_text};
 use semroute_e2e::bench::{
     history_body, instant_reply, last_turn_body, quantile, size_name, timing, Prose,
 };
 use semroute_e2e::default_filter_config;
-use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::classify_request::{classify_request, ClassifyParts};
 use semroute_filter::compression::{PromptBuilder, TokenCalibration};
 use semroute_filter::config::FilterConfig;

@@ -1,13 +1,14 @@
-//! The filter table: the filter alone inside Envoy (instant daemon) against plain Envoy and the buffered design, and the arrival-rate sweep.
+//! The filter table: the filter alone inside Envoy (instant daemon) against plain Envoy
+//! and the buffered design, and the arrival-rate sweep.
 
 use super::*;
 
-/// The buffered baseline module (`filter-wasm/examples/buffered_baseline.rs`).
+/// The buffered baseline module (`tests/buffered-baseline`).
 fn buffered_baseline_wasm() -> PathBuf {
-    let path = target_dir().join("wasm32-wasip1/release/examples/buffered_baseline.wasm");
+    let path = target_dir().join("wasm32-wasip1/release/semroute_buffered_baseline.wasm");
     if !path.is_file() {
         die(&format!(
-            "{} not found: cargo build --release -p semroute-filter --example buffered_baseline \
+            "{} not found: cargo build --release -p semroute-buffered-baseline \
              --target wasm32-wasip1 (make bench builds it)",
             path.display()
         ));
@@ -109,7 +110,7 @@ pub(super) fn filter(args: &Args) {
          configuration and instant daemon): Envoy buffers the whole body, then at the last \
          byte it parses it with `serde_json`, compresses the last user turn with the same \
          compressor and budget, and dispatches the same Classify call \
-         (`filter-wasm/examples/buffered_baseline.rs`). `tail` and `filter` as above, from \
+         (`tests/buffered-baseline`). `tail` and `filter` as above, from \
          each module's `x-semroute-timing`; `client` = client-side latency."
     );
     println!();

@@ -51,7 +51,7 @@
 //!   cost; the filter's own `x-semroute-timing` gives the time from the last
 //!   body byte to the dispatch (`tail`) and its callback time (`filter`).
 //!   A third Envoy runs the buffered design in the filter's place
-//!   (`filter-wasm/examples/buffered_baseline.rs`, built by `make bench`:
+//!   (`tests/buffered-baseline`, built by `make bench`:
 //!   whole body, then `serde_json`, the same compression and the same call),
 //!   so the streaming tail is compared with the buffered one inside V8.
 //!   Two body shapes: one long last user turn (all of it compressed once

@@ -1,10 +1,5 @@
-//! The buffered design as a proxy-wasm filter: the baseline of `router-bench`'s filter
+//! The buffered design as a proxy-wasm module: the baseline of `router-bench`'s filter
 //! table inside Envoy, measured in the same run as the streaming filter.
-//!
-//! ```text
-//! cargo build --release -p semroute-filter --example buffered_baseline --target wasm32-wasip1
-//! # -> target/wasm32-wasip1/release/examples/buffered_baseline.wasm
-//! ```
 //!
 //! Every body callback before `end_of_stream` returns `StopIterationAndBuffer`, so Envoy
 //! buffers the whole body. At `end_of_stream` the module copies the body out of Envoy,
@@ -29,11 +24,11 @@
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::extract::{earlier_user_text, last_user_text};
 use prost::Message;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
-use semroute_filter::buffered::{earlier_user_text, last_user_text};
 use semroute_filter::classify_request::{classify_request, ClassifyParts};
 use semroute_filter::compression::PromptBuilder;
 use semroute_filter::config::FilterConfig;

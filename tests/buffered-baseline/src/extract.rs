@@ -1,7 +1,7 @@
 //! The buffered design's extraction: the whole body parsed with `serde_json`, then the
 //! texts read from the value. It is not on the request path; it is the baseline the
 //! streaming filter is measured against, natively by `filter-bench` and inside Envoy by
-//! `examples/buffered_baseline.rs`, so that both measure the same work.
+//! the `module` of this crate, so that both measure the same work.
 
 use serde_json::Value;
 

@@ -26,6 +26,8 @@ pub struct ClassifyParts {
     /// Sentences of the scan text with validated-pattern personal data that compression
     /// dropped, one per line ([`Compressed::pattern_text`] of the scan text).
     pub scan_pattern_text: String,
+    /// The PII signal runs the daemon's validated patterns only, not its model.
+    pub pii_patterns_only: bool,
 }
 
 /// The `Classify` request for `parts`, or `None` when there is nothing to classify (no
@@ -43,6 +45,7 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
         mut scan_text,
         mut scan_flagged,
         scan_pattern_text,
+        pii_patterns_only,
     } = parts;
     let reduction = reduction(&prompt);
     let pattern_text = if signals.iter().any(|s| s == signal::PII) {
@@ -70,6 +73,7 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
         flagged_sentences: text_spans(&flagged),
         scan_flagged_sentences: text_spans(&scan_flagged),
         pattern_text: pattern_text.into_bytes(),
+        pii_patterns_only,
     })
 }
 

@@ -226,6 +226,19 @@ pub enum PiiAction {
     Route,
 }
 
+/// When the daemon's PII model reads a request's texts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PiiModelPass {
+    /// Only when the filter's risk scan found a personal-data cue in the request (a
+    /// validated pattern, or a name, address or identity context); otherwise the daemon
+    /// runs its validated patterns alone (`ClassifyRequest.pii_patterns_only`).
+    #[default]
+    OnCue,
+    /// On every request with the PII signal.
+    Always,
+}
+
 /// PII policy.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -257,6 +270,8 @@ pub struct PiiPolicy {
     /// gets 503 `router_unavailable` instead of the fallback route, which would carry the
     /// value upstream unmasked. Default true.
     pub fail_closed_on_pattern: bool,
+    /// When the daemon's PII model reads the request. Default `on_cue`.
+    pub model_pass: PiiModelPass,
 }
 
 impl Default for PiiPolicy {
@@ -271,6 +286,7 @@ impl Default for PiiPolicy {
             restore: true,
             max_restore_bytes: 8 * 1024 * 1024,
             fail_closed_on_pattern: true,
+            model_pass: PiiModelPass::OnCue,
         }
     }
 }

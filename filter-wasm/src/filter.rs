@@ -33,7 +33,7 @@ use thiserror::Error;
 use crate::body_rewrite::{self, BodyState, RewriteError};
 use crate::classify_request::{classify_request, ClassifyParts};
 use crate::compression::{RiskFlags, TokenCalibration, SCORED_ALONE};
-use crate::config::FilterConfig;
+use crate::config::{FilterConfig, PiiModelPass};
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
 use crate::pii_mask::MaskTable;
@@ -591,6 +591,8 @@ impl HttpFilter {
             scan_text,
             scan_flagged,
             scan_pattern_text,
+            pii_patterns_only: self.config.pii.model_pass == PiiModelPass::OnCue
+                && !risk.intersects(RiskFlags::PII),
         });
         let Some(mut request) = request else {
             self.call = Call::Done;

@@ -195,3 +195,43 @@ fn unsafe_model_names_never_become_headers() {
     assert!(h.headers.iter().all(|(_, v)| !v.contains('\n')));
     assert_eq!(h.body, body, "pass-through body untouched");
 }
+
+/// The `Classify` request the filter sends for a chat body whose user turns are `turns`.
+fn classify_call(extra: &str, turns: &[&str]) -> semroute_proto::v1::ClassifyRequest {
+    let messages: Vec<Value> = turns
+        .iter()
+        .map(|t| json!({"role": "user", "content": t}))
+        .collect();
+    let body = json!({"model": "auto", "messages": messages}).to_string();
+    let mut f = filter(extra);
+    let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+    assert_eq!(f.on_request_headers(&mut h, false), Action::Pause);
+    send_body(&mut f, &mut h, body.as_bytes(), 64);
+    assert_eq!(h.calls.len(), 1, "{body}");
+    h.calls.remove(0).1
+}
+
+#[test]
+fn pii_model_reads_only_requests_with_a_personal_data_cue() {
+    // No cue anywhere: the daemon's patterns alone.
+    let plain = classify_call("", &["What is the derivative of x^3 + 2x?"]);
+    assert!(plain.pii_patterns_only);
+    // A cue in the last turn, or only in an earlier one: the model reads the request.
+    for turns in [
+        &["My name is Hanne Kreutzmann. What is the derivative of x^3?"][..],
+        &["Write to jane.doe@example.com about the results."],
+        &[
+            "She lives at 87 Osric Ports, Salem.",
+            "Summarise the last message.",
+        ],
+    ] {
+        let call = classify_call("", turns);
+        assert!(!call.pii_patterns_only, "{turns:?}");
+    }
+    // `always`: every request.
+    let always = classify_call(
+        r#"{"pii": {"allow": ["PERSON"], "model_pass": "always"}}"#,
+        &["What is the derivative of x^3 + 2x?"],
+    );
+    assert!(!always.pii_patterns_only);
+}

@@ -381,6 +381,10 @@ struct InputLine {
     /// Text scanned by the PII patterns only (what the filter sends as `pattern_text`).
     #[serde(default)]
     pattern_text: String,
+    /// PII by the validated patterns only, not the model (what the filter sends as
+    /// `pii_patterns_only` when its risk scan found no personal-data cue).
+    #[serde(default)]
+    pii_patterns_only: bool,
 }
 
 fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
@@ -476,6 +480,7 @@ fn classify(
                             flagged_sentences,
                             scan_flagged_sentences,
                             pattern_text: l.pattern_text,
+                            pii_patterns_only: l.pii_patterns_only,
                         };
                         match engine.classify_batch(std::slice::from_ref(&input)) {
                             Ok(mut o) => match o.pop() {
@@ -501,6 +506,7 @@ fn classify(
             flagged_sentences: Vec::new(),
             scan_flagged_sentences: Vec::new(),
             pattern_text: String::new(),
+            pii_patterns_only: false,
         }))?;
     } else {
         let reader: Box<dyn BufRead> = match input {

@@ -97,6 +97,7 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         flagged_sentences,
         scan_flagged_sentences,
         pattern_text,
+        pii_patterns_only: req.pii_patterns_only,
     })
 }
 

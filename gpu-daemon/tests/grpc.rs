@@ -368,6 +368,34 @@ async fn bad_input_gets_invalid_argument_and_daemon_keeps_serving() {
         .collect();
     assert!(found.contains(&("PHONE_NUMBER".into(), true)), "{found:?}");
     assert!(found.contains(&("EMAIL_ADDRESS".into(), true)), "{found:?}");
+    // With `pii_patterns_only` the model does not run: the patterns' entities alone.
+    let named = "My name is Hanne Kreutzmann, write to hanne@example.org.";
+    for patterns_only in [false, true] {
+        let r = client
+            .classify(ClassifyRequest {
+                signals: vec!["pii".into()],
+                pii_patterns_only: patterns_only,
+                ..call(named.as_bytes().to_vec(), vec![])
+            })
+            .await
+            .expect("classified")
+            .into_inner();
+        let types: Vec<String> = r
+            .pii
+            .expect("pii")
+            .entities
+            .into_iter()
+            .map(|e| e.r#type)
+            .collect();
+        let pii_tokens = r.cost.expect("cost").pii_tokens;
+        assert!(types.contains(&"EMAIL_ADDRESS".to_string()), "{types:?}");
+        assert_eq!(
+            types.contains(&"PERSON".to_string()),
+            !patterns_only,
+            "{types:?}"
+        );
+        assert_eq!(pii_tokens == 0, patterns_only, "{pii_tokens} PII tokens");
+    }
     // Odd unicode is fine.
     let r = classify(
         &mut client,

@@ -80,7 +80,8 @@ bitflags::bitflags! {
         /// [`RiskFlags::INJECTION`] kinds.
         const HARMFUL_REQUEST = 1 << 14;
 
-        /// All personal-data kinds.
+        /// All personal-data kinds (what makes the daemon's PII model read a request under
+        /// `pii.model_pass: on_cue`).
         const PII = Self::VALIDATED_PII.bits()
                 | Self::NAME.bits()
                 | Self::ADDRESS.bits()

@@ -111,6 +111,10 @@ pub struct ClassifyInput {
     /// Sentences that compression left out but that hold a validated personal-data
     /// pattern: scanned by the PII patterns only (`ClassifyRequest.pattern_text`).
     pub pattern_text: String,
+    /// The PII signal runs its validated patterns only, not the model
+    /// (`ClassifyRequest.pii_patterns_only`: the filter's risk scan found no
+    /// personal-data cue in the request).
+    pub pii_patterns_only: bool,
 }
 
 /// Most flagged sentences the jailbreak signal scores alone per text

@@ -138,7 +138,7 @@ fn plan<'a>(
         .max(1);
     let mut docs = Vec::new();
     for (req, input) in inputs.iter().enumerate() {
-        if !input.signals.pii {
+        if !input.signals.pii || input.pii_patterns_only {
             continue;
         }
         for (part, text) in [

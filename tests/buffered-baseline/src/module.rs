@@ -152,6 +152,7 @@ impl BufferedStream {
             scan_text,
             scan_flagged: Vec::new(),
             scan_pattern_text: String::new(),
+            pii_patterns_only: false,
         }) else {
             // Nothing to classify: the request goes on unchanged.
             return Ok(false);

@@ -322,6 +322,7 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
         scan_text,
         scan_flagged: Vec::new(),
         scan_pattern_text: String::new(),
+        pii_patterns_only: false,
     })
     .expect("the bench prompt is not empty")
     .encode_to_vec();

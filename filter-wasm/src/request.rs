@@ -212,19 +212,6 @@ pub trait TextSink {
     fn scan_text(&mut self, text: &str);
 }
 
-/// A sink that keeps nothing: extraction alone.
-impl TextSink for () {
-    fn message_start(&mut self) {}
-    fn message_not_prompt(&mut self) {}
-    fn message_fragment(&mut self, _fragment: &str, _message: &MessageText<'_>) {}
-    fn message_segment_end(&mut self) {}
-    fn message_end(&mut self, _is_prompt: bool) {}
-    fn prompt_start(&mut self) {}
-    fn prompt_fragment(&mut self, _fragment: &str) {}
-    fn prompt_segment_end(&mut self) {}
-    fn scan_text(&mut self, _text: &str) {}
-}
-
 /// Scanner sink that extracts an OpenAI request. See the module docs.
 #[derive(Debug)]
 pub struct Extractor<S: TextSink> {

@@ -59,11 +59,13 @@ pub enum ExecutionProviderKind {
 pub enum ThreadPoolKind {
     /// Each session has its own pool of `runtime.intra_threads` threads (0: the cores
     /// shared out between the encoder and the PII model, which run side by side). On two
-    /// cores each model then runs on a core of its own, with no thread hand-offs.
-    #[default]
+    /// cores each model then runs on a core of its own, with no thread hand-offs, and a
+    /// request that needs only the encoder leaves the other core idle.
     PerSession,
     /// One process-wide pool of `runtime.intra_threads` threads (0: one per core) for all
-    /// sessions, which then take turns on every core.
+    /// sessions, which run one after the other, each on every core: a request that needs
+    /// only the encoder (the filter sends most with `pii_patterns_only`) gets both cores.
+    #[default]
     Shared,
 }
 
@@ -137,7 +139,7 @@ impl Default for RuntimeConfig {
             device_id: 0,
             intra_threads: 0,
             inter_threads: 1,
-            thread_pool: ThreadPoolKind::PerSession,
+            thread_pool: ThreadPoolKind::Shared,
         }
     }
 }

@@ -1,13 +1,14 @@
 //! The engine's model passes with the real models, in process: one window for a text that
 //! fits the model, the result cache (a hit equals a miss), and the encoder and the PII model
-//! side by side giving what each gives alone.
+//! run together (one after the other on a shared thread pool, side by side on a pool each)
+//! giving what each gives alone.
 //!
 //! Needs `make setup` (ONNX Runtime and models under build/); fails with a clear message
 //! otherwise.
 
 use std::path::{Path, PathBuf};
 
-use semroute_daemon::config::DaemonConfig;
+use semroute_daemon::config::{DaemonConfig, ThreadPoolKind};
 use semroute_daemon::engine::{ClassifyInput, ClassifyOutput, Engine, SignalSet};
 
 fn workspace_root() -> PathBuf {
@@ -146,12 +147,26 @@ fn a_cache_hit_equals_a_miss_and_costs_no_tokens() {
 }
 
 #[test]
+fn models_on_a_shared_pool_give_what_each_gives_alone() {
+    let c = config(0);
+    assert_eq!(c.runtime.thread_pool, ThreadPoolKind::Shared, "the default");
+    together_equals_alone(&mut Engine::load(&c).expect("loading the models"));
+}
+
+#[test]
 fn side_by_side_models_give_what_each_gives_alone() {
-    let mut e = engine(0);
+    let mut c = config(0);
+    c.runtime.thread_pool = ThreadPoolKind::PerSession;
+    together_equals_alone(&mut Engine::load(&c).expect("loading the models"));
+}
+
+/// All three signals in one call equal the sequence signals alone plus the PII signal
+/// alone: the same decisions and the same tokens per model.
+fn together_equals_alone(e: &mut Engine) {
     let text = prose();
-    let together = classify(&mut e, &input(&text, SignalSet::ALL));
+    let together = classify(e, &input(&text, SignalSet::ALL));
     let seq = classify(
-        &mut e,
+        e,
         &input(
             &text,
             SignalSet {
@@ -162,7 +177,7 @@ fn side_by_side_models_give_what_each_gives_alone() {
         ),
     );
     let pii = classify(
-        &mut e,
+        e,
         &input(
             &text,
             SignalSet {

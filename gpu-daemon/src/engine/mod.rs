@@ -3,8 +3,9 @@
 //! and batching windows across requests.
 //!
 //! [`Engine::classify_batch`] runs the sequence signals (domain and jailbreak,
-//! `sequence`) and the PII signal (`pii`) side by side on two threads. Each reads
-//! in three phases:
+//! `sequence`) and the PII signal (`pii`): side by side on two threads when each
+//! session has its own thread pool, one after the other when they share one pool
+//! (each then runs on every core). Each reads in three phases:
 //!
 //! - **plan**: the list of model passes for the batch: which token sequences go to which
 //!   model, for which request, text ([`Part`]) and byte span, and why (a window of the
@@ -38,7 +39,7 @@ use self::pii::PiiSignal;
 use self::sequence::SequenceSignals;
 use self::windows::plan_windows;
 use crate::cache::{CacheStats, ResultCache};
-use crate::config::{DaemonConfig, LimitsConfig, SequenceSignalConfig};
+use crate::config::{DaemonConfig, LimitsConfig, SequenceSignalConfig, ThreadPoolKind};
 use crate::models::encoder::SentenceEncoder;
 use crate::models::head::LinearHead;
 use crate::models::hf_dir::HfClassifier;
@@ -304,11 +305,16 @@ pub struct ModelNames {
 }
 
 /// Loaded models and limits. The sequence signals (domain and jailbreak, on the shared
-/// encoder) and the PII signal own disjoint models, so one batch runs both side by side
-/// (see [`Engine::classify_batch`]).
+/// encoder) and the PII signal own disjoint models, so one batch can run both side by
+/// side (see [`Engine::classify_batch`]).
 pub struct Engine {
     seq: SequenceSignals,
     pii: PiiSignal,
+    /// Run the two signals' models on two threads at once: true with a thread pool per
+    /// session (`runtime.thread_pool = "per_session"`, a core each); false with one
+    /// shared pool, where two runs at once would contend for the same threads and each
+    /// model runs fastest alone on every core.
+    side_by_side: bool,
     /// Model names for responses.
     pub names: Arc<ModelNames>,
 }
@@ -423,6 +429,7 @@ impl Engine {
                 cache: ResultCache::new(config.cache.pii_bytes),
             },
             names: Arc::new(names),
+            side_by_side: config.runtime.thread_pool == ThreadPoolKind::PerSession,
         })
     }
 
@@ -446,9 +453,10 @@ impl Engine {
     /// Classifies a batch of requests. Each request gets its own result;
     /// an error fails the whole batch (the caller retries requests singly).
     ///
-    /// The PII model runs on a second thread while the encoder runs on this one, so a
-    /// request's latency is the longer of the two passes, not their sum. A panic on
-    /// either side is passed on to the caller.
+    /// With a thread pool per session the PII model runs on a second thread while the
+    /// encoder runs on this one, so a request's latency is the longer of the two passes,
+    /// not their sum. With one shared pool they run one after the other, each split over
+    /// every core. A panic on either side is passed on to the caller.
     pub fn classify_batch(
         &mut self,
         inputs: &[ClassifyInput],
@@ -463,7 +471,8 @@ impl Engine {
             .iter()
             .any(|i| i.signals.domain || i.signals.jailbreak);
         let (seq, pii) = (&mut self.seq, &mut self.pii);
-        let (seq_result, pii_result) = if wants_pii && wants_seq {
+        let concurrent = wants_pii && wants_seq && self.side_by_side;
+        let (seq_result, pii_result) = if concurrent {
             std::thread::scope(|s| {
                 let pii_thread = s.spawn(|| pii.run(inputs, &mut pii_outputs));
                 let seq_result = seq.run(inputs, &mut outputs);
@@ -480,7 +489,6 @@ impl Engine {
         };
         seq_result?;
         pii_result?;
-        let concurrent = wants_pii && wants_seq;
         for (o, p) in outputs.iter_mut().zip(pii_outputs) {
             o.pii = p.pii;
             o.truncated |= p.truncated;

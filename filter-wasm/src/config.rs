@@ -16,6 +16,7 @@ use thiserror::Error;
 
 use crate::compression::CompressionConfig;
 use crate::request_edits::{ClientValues, RequestEdits};
+use crate::risk::RiskFlags;
 
 /// A configuration that could not be loaded.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -231,7 +232,8 @@ pub enum PiiAction {
 #[serde(rename_all = "snake_case")]
 pub enum PiiModelPass {
     /// Only when the filter's risk scan found a personal-data cue in the request (a
-    /// validated pattern, or a name, address or identity context); otherwise the daemon
+    /// validated pattern, an address or identity context, or a name in context where the
+    /// policy acts on `PERSON`: [`FilterConfig::pii_model_cues`]); otherwise the daemon
     /// runs its validated patterns alone (`ClassifyRequest.pii_patterns_only`).
     #[default]
     OnCue,
@@ -270,7 +272,8 @@ pub struct PiiPolicy {
     /// gets 503 `router_unavailable` instead of the fallback route, which would carry the
     /// value upstream unmasked. Default true.
     pub fail_closed_on_pattern: bool,
-    /// When the daemon's PII model reads the request. Default `on_cue`.
+    /// When the daemon's PII model reads the request ([`FilterConfig::pii_model_cues`]).
+    /// Default `on_cue`.
     pub model_pass: PiiModelPass,
 }
 
@@ -547,6 +550,37 @@ impl FilterConfig {
                     .any(|d| d.pii_mask.as_ref().is_some_and(|m| !m.is_empty())))
     }
 
+    /// Whether some request may be acted on for holding an entity of type `entity`
+    /// (case-insensitive): a decision rule's `pii_types` names it, or, with the PII signal
+    /// enabled, it is masked or missing from an allow list (the global one or a decision's
+    /// own).
+    pub fn acts_on_pii_type(&self, entity: &str) -> bool {
+        let names = |list: &[String]| list.iter().any(|t| t.eq_ignore_ascii_case(entity));
+        if self.decisions.iter().any(|d| names(&d.when.pii_types)) {
+            return true;
+        }
+        self.pii.enabled
+            && (!names(&self.pii.allow)
+                || names(&self.pii.mask)
+                || self.decisions.iter().any(|d| {
+                    d.pii_allow.as_deref().is_some_and(|a| !names(a))
+                        || d.pii_mask.as_deref().is_some_and(names)
+                }))
+    }
+
+    /// The risk-scan kinds that make the daemon's PII model read a request under
+    /// `pii.model_pass: on_cue`: every personal-data kind ([`RiskFlags::PII`]), except a
+    /// name in context where no request can be acted on for a `PERSON` (the name is
+    /// allowed everywhere): then only the kinds of the types the policy acts on (an
+    /// address, an identity number, a validated pattern) call for the model.
+    pub fn pii_model_cues(&self) -> RiskFlags {
+        if self.acts_on_pii_type("PERSON") {
+            RiskFlags::PII
+        } else {
+            RiskFlags::PII.difference(RiskFlags::NAME)
+        }
+    }
+
     /// True when `model` asks the router to choose.
     pub fn is_auto(&self, model: &str) -> bool {
         model == self.auto_model || self.auto_aliases.iter().any(|a| a == model)
@@ -571,6 +605,31 @@ mod tests {
         assert_eq!(c.failure_mode, FailureMode::Open);
         assert!(c.is_auto("auto"));
         assert_eq!(c.header("model"), "x-semroute-model");
+    }
+
+    #[test]
+    fn a_name_calls_for_the_pii_model_only_where_a_person_may_be_acted_on() {
+        let cues = |json: &str| {
+            FilterConfig::from_json(json.as_bytes())
+                .unwrap()
+                .pii_model_cues()
+        };
+        // No allow list: a PERSON is denied, so a name is a cue.
+        assert_eq!(cues(r#"{"default_model":"m"}"#), RiskFlags::PII);
+        // Allowed everywhere: the other personal-data kinds only.
+        let allowed = cues(r#"{"default_model":"m","pii":{"allow":["person"]}}"#);
+        assert!(!allowed.contains(RiskFlags::NAME));
+        assert!(allowed.contains(RiskFlags::ADDRESS | RiskFlags::IDENTITY | RiskFlags::EMAIL));
+        // Masked, denied by a decision's own allow list, or named by a rule: a cue again.
+        for json in [
+            r#"{"default_model":"m","pii":{"allow":["PERSON"],"mask":["PERSON"]}}"#,
+            r#"{"default_model":"m","pii":{"allow":["PERSON"]},
+                "decisions":[{"name":"d","model":"x","pii_allow":["EMAIL_ADDRESS"]}]}"#,
+            r#"{"default_model":"m","pii":{"enabled":false,"allow":["PERSON"]},
+                "decisions":[{"name":"d","model":"x","when":{"pii_types":["PERSON"]}}]}"#,
+        ] {
+            assert_eq!(cues(json), RiskFlags::PII, "{json}");
+        }
     }
 
     #[test]

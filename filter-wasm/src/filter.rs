@@ -592,7 +592,7 @@ impl HttpFilter {
             scan_flagged,
             scan_pattern_text,
             pii_patterns_only: self.config.pii.model_pass == PiiModelPass::OnCue
-                && !risk.intersects(RiskFlags::PII),
+                && !risk.intersects(self.config.pii_model_cues()),
         });
         let Some(mut request) = request else {
             self.call = Call::Done;

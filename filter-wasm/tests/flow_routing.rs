@@ -218,8 +218,7 @@ fn pii_model_reads_only_requests_with_a_personal_data_cue() {
     assert!(plain.pii_patterns_only);
     // A cue in the last turn, or only in an earlier one: the model reads the request.
     for turns in [
-        &["My name is Hanne Kreutzmann. What is the derivative of x^3?"][..],
-        &["Write to jane.doe@example.com about the results."],
+        &["Write to jane.doe@example.com about the results."][..],
         &[
             "She lives at 87 Osric Ports, Salem.",
             "Summarise the last message.",
@@ -228,6 +227,12 @@ fn pii_model_reads_only_requests_with_a_personal_data_cue() {
         let call = classify_call("", turns);
         assert!(!call.pii_patterns_only, "{turns:?}");
     }
+    // A name is a cue only where the policy acts on a PERSON: not under the test
+    // configuration, which allows it everywhere, but under an allow list without it.
+    let name = &["My name is Hanne Kreutzmann. What is the derivative of x^3?"];
+    assert!(classify_call("", name).pii_patterns_only);
+    let denies_person = r#"{"pii": {"allow": ["DATE_TIME"]}}"#;
+    assert!(!classify_call(denies_person, name).pii_patterns_only);
     // `always`: every request.
     let always = classify_call(
         r#"{"pii": {"allow": ["PERSON"], "model_pass": "always"}}"#,

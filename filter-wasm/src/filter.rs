@@ -826,7 +826,8 @@ impl HttpFilter {
     }
 
     /// `x-semroute-timing`: Server-Timing style durations in milliseconds.
-    /// `tail` is the time from the start of the body callback that delivered
+    /// `inference` is the daemon's time for the call, `encoder` and `pii` its runs of
+    /// each model (0 for a model that did not run); `tail` is the time from the start of the body callback that delivered
     /// the last body bytes to the `Classify` dispatch (0 when the call was
     /// dispatched before those bytes arrived; absent without a call);
     /// `filter` is the time spent in this stream's callbacks up to now.
@@ -840,6 +841,8 @@ impl HttpFilter {
         }
         if let Some(t) = &self.daemon_timings {
             parts.push(format!("inference;dur={}", ms(t.total_us)));
+            parts.push(format!("encoder;dur={}", ms(t.encoder_us)));
+            parts.push(format!("pii;dur={}", ms(t.pii_us)));
         }
         if let Some(dispatched) = self.dispatch_at_us {
             let tail = self

@@ -307,6 +307,8 @@ fn push_timings(out: &mut Vec<(String, f64)>, t: &str) {
         "compress",
         "daemon",
         "inference",
+        "encoder",
+        "pii",
         "tail",
         "filter",
         "total",

@@ -236,12 +236,14 @@ pub(super) fn overhead(args: &Args) {
     println!(
         "Where the time goes (ms, p50, from the filter's `x-semroute-timing` that the upstream \
          echoes): `daemon call` = the filter's Classify call, dispatch to reply; `inference` = \
-         the daemon's own time for the request (its reply's timings); `filter` = the filter's \
+         the daemon's own time for the request (its reply's timings), `encoder` and `PII model` \
+         its runs of each model on the served daemon, `PII model ran` the share of requests it \
+         read (the filter sends the others with `pii_patterns_only`); `filter` = the filter's \
          callbacks. Blocked requests (403) have no upstream and give no timings."
     );
     println!();
-    println!("| prompt | daemon call served | daemon call baseline | inference served | inference baseline | filter served | compress served | fallbacks served / baseline | served: routed to |");
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("| prompt | daemon call served | daemon call baseline | inference served | inference baseline | encoder served | PII model served | PII model ran | filter served | compress served | fallbacks served / baseline | served: routed to |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for row in &rows {
         let t = |r: usize, name: &str| f2(quantile(&named(&row.timings[r], name), 0.5));
         let routed: Vec<String> = row
@@ -249,13 +251,19 @@ pub(super) fn overhead(args: &Args) {
             .iter()
             .map(|(m, n)| format!("{m} x{n}"))
             .collect();
+        let pii = named(&row.timings[0], "pii");
+        let pii_ran = pii.iter().filter(|&&ms| ms > 0.0).count();
         println!(
-            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {} / {} | {} |",
+            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} / {} | {} |",
             row.tokens,
             t(0, "daemon"),
             t(1, "daemon"),
             t(0, "inference"),
             t(1, "inference"),
+            t(0, "encoder"),
+            t(0, "pii"),
+            pii_ran,
+            pii.len(),
             t(0, "filter"),
             t(0, "compress"),
             row.fallbacks[0],

@@ -129,6 +129,12 @@ pub struct RuntimeConfig {
     pub inter_threads: usize,
     /// Per-session or one shared intra-op thread pool.
     pub thread_pool: ThreadPoolKind,
+    /// Whether idle intra-op threads spin (busy-wait) for the next piece of work instead
+    /// of sleeping (default true). Spinning saves the wake-ups within and between model
+    /// runs, but an idle daemon's threads then take cores from other processes for a
+    /// while after each run. The shared pool takes it at startup only (a reload keeps the
+    /// first value).
+    pub spinning: bool,
 }
 
 impl Default for RuntimeConfig {
@@ -140,6 +146,7 @@ impl Default for RuntimeConfig {
             intra_threads: 0,
             inter_threads: 1,
             thread_pool: ThreadPoolKind::Shared,
+            spinning: true,
         }
     }
 }

@@ -69,7 +69,7 @@ pub fn environment(config: &RuntimeConfig) -> Result<&'static Environment, Runti
                 let pool = GlobalThreadPoolOptions::default()
                     .with_intra_threads(intra_threads(config))
                     .and_then(|p| p.with_inter_threads(config.inter_threads))
-                    .and_then(|p| p.with_spin_control(true))
+                    .and_then(|p| p.with_spin_control(config.spinning))
                     .map_err(|e| e.to_string())?;
                 builder.with_global_thread_pool(pool)
             }
@@ -117,7 +117,7 @@ pub fn intra_threads(config: &RuntimeConfig) -> usize {
 /// configured provider.
 ///
 /// Settings follow the measurements in the design: sequential execution,
-/// all graph optimisations, memory arena and spinning on.
+/// all graph optimisations, memory arena on; idle threads spin only with `runtime.spinning`.
 pub fn build_session(
     config: &RuntimeConfig,
     model: &Path,
@@ -139,6 +139,8 @@ pub fn build_session(
             .with_intra_threads(intra_threads(config))
             .map_err(|e| RuntimeError::ort(ctx(), e))?
             .with_inter_threads(config.inter_threads)
+            .map_err(|e| RuntimeError::ort(ctx(), e))?
+            .with_intra_op_spinning(config.spinning)
             .map_err(|e| RuntimeError::ort(ctx(), e))?;
     }
     // The fused attention op (`com.semroute::FlashAttention`), so that models

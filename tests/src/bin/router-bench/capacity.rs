@@ -235,29 +235,16 @@ fn capacity_baseline(
     rate: Option<f64>,
     next: &Counter,
 ) -> Vec<CapacityRow> {
-    let served = semroute_e2e::workspace_root().join("config/daemon.toml");
-    let toml = std::fs::read_to_string(&served)
-        .unwrap_or_else(|e| die(&format!("{}: {e}", served.display())));
-    let mut replaced = false;
-    let fifo: Vec<String> = toml
-        .lines()
-        .map(|l| {
-            if l.trim_start().starts_with("admission") {
-                replaced = true;
-                "admission = false".to_string()
-            } else {
-                l.to_string()
-            }
-        })
-        .collect();
-    if !replaced {
-        die("config/daemon.toml has no `admission` line in [batching]");
-    }
     let dir = semroute_e2e::tempfile_dir::TempDir::new("semroute-bench")
         .unwrap_or_else(|e| die(&format!("temporary directory: {e}")));
-    let config = dir.path().join("daemon-fifo.toml");
-    std::fs::write(&config, fifo.join("\n") + "\n")
-        .unwrap_or_else(|e| die(&format!("{}: {e}", config.display())));
+    let config = daemon_config_with(
+        "config/daemon.toml",
+        dir.path(),
+        "daemon-fifo.toml",
+        "batching",
+        "admission",
+        "false",
+    );
     eprintln!("router-bench: starting the router with admission off for the capacity baseline");
     let router = start(RouterOptions {
         daemon: true,

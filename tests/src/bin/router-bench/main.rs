@@ -319,6 +319,54 @@ fn push_timings(out: &mut Vec<(String, f64)>, t: &str) {
     }
 }
 
+/// A copy of the daemon configuration `src` (relative to the workspace root) written to
+/// `dir/name`, with `key = value` in its `[section]`: the line replaced where the section
+/// sets the key, added after the section's header otherwise. The copy's relative paths
+/// still resolve, since the daemon starts in the workspace root.
+fn daemon_config_with(
+    src: &str,
+    dir: &Path,
+    name: &str,
+    section: &str,
+    key: &str,
+    value: &str,
+) -> PathBuf {
+    let path = semroute_e2e::workspace_root().join(src);
+    let toml =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| die(&format!("{}: {e}", path.display())));
+    let header = format!("[{section}]");
+    let setting = format!("{key} = {value}");
+    let (mut in_section, mut header_at, mut set) = (false, None, false);
+    let mut lines: Vec<String> = Vec::new();
+    for line in toml.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            in_section = trimmed.starts_with(&header);
+            if in_section {
+                header_at = Some(lines.len());
+            }
+        } else if in_section
+            && trimmed
+                .split_once('=')
+                .is_some_and(|(k, _)| k.trim() == key)
+        {
+            lines.push(setting.clone());
+            set = true;
+            continue;
+        }
+        lines.push(line.to_string());
+    }
+    match (set, header_at) {
+        (true, _) => {}
+        (false, Some(at)) => lines.insert(at + 1, setting),
+        (false, None) => die(&format!("{src} has no {header} section")),
+    }
+    let out = dir.join(name);
+    std::fs::write(&out, lines.join("\n") + "\n")
+        .unwrap_or_else(|e| die(&format!("{}: {e}", out.display())));
+    out
+}
+
 /// Sends `body` to the routers in turn (with the filter, without it, and through the
 /// buffered baseline when given): `warmup` untimed rounds, then up to `requests` timed
 /// rounds within `max_seconds`.

@@ -124,9 +124,20 @@ pub(super) fn overhead(args: &Args) {
         "router-bench: starting plain Envoy and the router twice (daemon on {SERVED_DAEMON_CONFIG}, \
          daemon on {BASELINE_DAEMON_CONFIG})"
     );
-    let with_daemon = |config: &str| RouterOptions {
+    // Two daemons share the cores here: idle threads of one that spin for work would take
+    // the cores from the other's model runs, so neither spins in this table.
+    let dir = semroute_e2e::tempfile_dir::TempDir::new("semroute-bench")
+        .unwrap_or_else(|e| die(&format!("temporary directory: {e}")));
+    let quiet = |config: &str, name: &str| {
+        daemon_config_with(config, dir.path(), name, "runtime", "spinning", "false")
+    };
+    let (served_config, baseline_config) = (
+        quiet(SERVED_DAEMON_CONFIG, "served.toml"),
+        quiet(BASELINE_DAEMON_CONFIG, "baseline.toml"),
+    );
+    let with_daemon = |config: &Path| RouterOptions {
         daemon: true,
-        daemon_config: Some(PathBuf::from(config)),
+        daemon_config: Some(config.to_path_buf()),
         filter_config: Some(filter.clone()),
         ..Default::default()
     };
@@ -137,8 +148,8 @@ pub(super) fn overhead(args: &Args) {
                 ..Default::default()
             })
         });
-        let served = s.spawn(|| start(with_daemon(SERVED_DAEMON_CONFIG)));
-        let baseline = s.spawn(|| start(with_daemon(BASELINE_DAEMON_CONFIG)));
+        let served = s.spawn(|| start(with_daemon(&served_config)));
+        let baseline = s.spawn(|| start(with_daemon(&baseline_config)));
         let join = |h: std::thread::ScopedJoinHandle<'_, Router>| {
             h.join().unwrap_or_else(|_| die("a router failed to start"))
         };
@@ -186,7 +197,9 @@ pub(super) fn overhead(args: &Args) {
          each round sending one prompt to each in turn: **plain** = the same Envoy without the \
          semroute filter, **served** = the router with the daemon on `{SERVED_DAEMON_CONFIG}`, \
          **baseline** = the router with the daemon on `{BASELINE_DAEMON_CONFIG}` (models as \
-         shipped, 256-token windows, extra jailbreak passes always, one shared pool, no cache)"
+         shipped, 256-token windows, extra jailbreak passes always, one shared pool, no cache); \
+         both daemons with `runtime.spinning = false`, so that the idle threads of one do not \
+         take the cores from the other's model runs"
     );
     println!(
         "- overhead = router p50 − plain p50; ratio = baseline overhead / served overhead; \

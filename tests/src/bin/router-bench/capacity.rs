@@ -122,6 +122,9 @@ fn open_loop(
     (outcomes, started.elapsed().as_secs_f64())
 }
 
+/// Clients of the row that defines the capacity.
+const CAPACITY_CLIENTS: usize = 16;
+
 /// Most requests in flight in the open-loop row.
 const OPEN_LOOP_CLIENTS: usize = 128;
 
@@ -345,12 +348,29 @@ pub(super) fn capacity(args: &Args) {
             },
         ));
     }
-    // Capacity: classified requests per second at 16 clients (else the best row).
+    // Capacity: classified requests per second of 16 clients that send back to back (with
+    // a pause of `think`, 16 clients cannot offer more than 16 / think requests per second
+    // however fast the router is), else the best row.
+    let back_to_back = (think > Duration::ZERO).then(|| {
+        rows.push(capacity_row(
+            &router,
+            format!("closed loop, {CAPACITY_CLIENTS} clients back to back (no pause)"),
+            || {
+                closed_loop(
+                    port,
+                    CAPACITY_CLIENTS,
+                    args.capacity_seconds,
+                    Duration::ZERO,
+                    args.capacity_tokens,
+                    &next,
+                )
+            },
+        ));
+        rows.len() - 1
+    });
     let classified_rate = |r: &CapacityRow| r.count(Outcome::classified) as f64 / r.seconds;
-    let capacity = args
-        .concurrency
-        .iter()
-        .position(|&c| c == 16)
+    let capacity = back_to_back
+        .or_else(|| args.concurrency.iter().position(|&c| c == CAPACITY_CLIENTS))
         .map(|i| classified_rate(&rows[i]))
         .filter(|&r| r > 0.0)
         .unwrap_or_else(|| rows.iter().map(classified_rate).fold(0.0, f64::max));
@@ -384,7 +404,7 @@ pub(super) fn capacity(args: &Args) {
         println!("- {line}");
     }
     println!(
-        "- capacity = classified requests per second at 16 clients: {capacity:.2}; \
+        "- capacity = classified requests per second of {CAPACITY_CLIENTS} clients sending back to back: {capacity:.2}; \
          goodput = classified requests answered within the {deadline_ms} ms deadline per second"
     );
     println!(

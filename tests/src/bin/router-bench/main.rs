@@ -36,8 +36,10 @@
 //!   (`daemon.timeout_ms` of `envoy.yaml`) and failure mode: closed-loop clients at each
 //!   concurrency (each client pausing `--think-ms` between an answer and its next request, as
 //!   a user reading it would: clients that resend at once the moment a fallback comes back
-//!   would only measure how fast 2 cores spin through Envoy), then open-loop arrivals at 4x the capacity measured at concurrency 16
-//!   (classified requests per second), each request a different prompt of about N tokens
+//!   would only measure how fast 2 cores spin through Envoy), then 16 clients sending back
+//!   to back, whose classified requests per second are the capacity (16 pausing clients
+//!   cannot offer more than 16 per pause), then open-loop arrivals at 4x that capacity,
+//!   each request a different prompt of about N tokens
 //!   (so no cache answers it). Per row: throughput, latency, the share classified and
 //!   fallen back (`x-semroute-fallback`), and goodput: classified requests answered within
 //!   the deadline per second; with the daemon's refusals by reason from its metrics.

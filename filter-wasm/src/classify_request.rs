@@ -23,6 +23,9 @@ pub struct ClassifyParts {
     pub scan_text: String,
     /// Byte ranges in `scan_text` of the sentences the jailbreak signal scores alone.
     pub scan_flagged: Vec<Range<usize>>,
+    /// Byte ranges in `scan_text` of the sentences the PII model reads
+    /// ([`Compressed::pii_sentences`] of the scan text).
+    pub scan_pii: Vec<Range<usize>>,
     /// Sentences of the scan text with validated-pattern personal data that compression
     /// dropped, one per line ([`Compressed::pattern_text`] of the scan text).
     pub scan_pattern_text: String,
@@ -44,6 +47,7 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
         prompt,
         mut scan_text,
         mut scan_flagged,
+        mut scan_pii,
         scan_pattern_text,
         pii_patterns_only,
     } = parts;
@@ -55,14 +59,21 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
     };
     let mut text = prompt.text;
     let mut flagged = prompt.flagged_sentences;
+    let mut pii = prompt.pii_sentences;
     if text.trim().is_empty() {
         // No user turn: domain cannot be classified; scan what there is.
         signals.retain(|s| s != signal::DOMAIN);
         text = std::mem::take(&mut scan_text);
         flagged = std::mem::take(&mut scan_flagged);
+        pii = std::mem::take(&mut scan_pii);
     }
     if signals.is_empty() || text.trim().is_empty() {
         return None;
+    }
+    // The sentences the PII model reads, only where it reads any.
+    if pii_patterns_only || !signals.iter().any(|s| s == signal::PII) {
+        pii.clear();
+        scan_pii.clear();
     }
     Some(ClassifyRequest {
         request_id,
@@ -74,6 +85,8 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
         scan_flagged_sentences: text_spans(&scan_flagged),
         pattern_text: pattern_text.into_bytes(),
         pii_patterns_only,
+        pii_sentences: text_spans(&pii),
+        scan_pii_sentences: text_spans(&scan_pii),
     })
 }
 

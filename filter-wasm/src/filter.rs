@@ -564,13 +564,24 @@ impl HttpFilter {
         } else {
             Vec::new()
         };
+        // Under `on_cue` the PII model reads only the sentences with a cue and their
+        // neighbours (`pii_sentences`), so a long prompt with one address in it costs a
+        // pass over a few sentences, not over the whole budget.
+        let pii_cues = match self.config.pii.model_pass {
+            PiiModelPass::OnCue => self.config.pii_model_cues(),
+            PiiModelPass::Always => RiskFlags::empty(),
+        };
+        builder.set_pii_cues(pii_cues);
         let compressed = builder.compress_to_budget(&pinned);
         // Earlier turns and tool output go to the same budget, their risk-flagged sentences
         // first, so that the daemon's cost stays bounded whatever the history's length (a
         // long history must not push the call past its deadline and into the fail-open
         // route).
         let mut scan_builder = texts.take_scan();
-        let scan = scan_builder.as_mut().map(|b| b.compress_to_budget(&[]));
+        let scan = scan_builder.as_mut().map(|b| {
+            b.set_pii_cues(pii_cues);
+            b.compress_to_budget(&[])
+        });
         let risk = compressed
             .risk
             .union(scan.as_ref().map_or(RiskFlags::empty(), |c| c.risk));
@@ -581,8 +592,8 @@ impl HttpFilter {
         facts.pattern_pii = &pattern_pii;
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
-        let (scan_text, scan_flagged, scan_pattern_text) = scan
-            .map(|c| (c.text, c.flagged_sentences, c.pattern_text))
+        let (scan_text, scan_flagged, scan_pii, scan_pattern_text) = scan
+            .map(|c| (c.text, c.flagged_sentences, c.pii_sentences, c.pattern_text))
             .unwrap_or_default();
         let request = classify_request(ClassifyParts {
             request_id: self.request_id.clone(),
@@ -590,9 +601,10 @@ impl HttpFilter {
             prompt: compressed,
             scan_text,
             scan_flagged,
+            scan_pii,
             scan_pattern_text,
             pii_patterns_only: self.config.pii.model_pass == PiiModelPass::OnCue
-                && !risk.intersects(self.config.pii_model_cues()),
+                && !risk.intersects(pii_cues),
         });
         let Some(mut request) = request else {
             self.call = Call::Done;

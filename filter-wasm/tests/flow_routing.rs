@@ -233,10 +233,32 @@ fn pii_model_reads_only_requests_with_a_personal_data_cue() {
     assert!(classify_call("", name).pii_patterns_only);
     let denies_person = r#"{"pii": {"allow": ["DATE_TIME"]}}"#;
     assert!(!classify_call(denies_person, name).pii_patterns_only);
+    // The model reads the sentences with a cue and their neighbours: `pii_sentences`.
+    let call = classify_call(
+        "",
+        &[
+            "The weather was fine. She lives at 87 Osric Ports, Salem. We met at noon. \
+           The park was full. The lake was calm and the trees were green.",
+        ],
+    );
+    let text = String::from_utf8(call.text.clone()).unwrap();
+    assert_eq!(call.pii_sentences.len(), 1, "{call:?}");
+    let span = &call.pii_sentences[0];
+    assert_eq!(
+        &text[span.start as usize..span.end as usize],
+        "The weather was fine. She lives at 87 Osric Ports, Salem. We met at noon."
+    );
+    assert!(call.scan_pii_sentences.is_empty());
     // `always`: every request.
     let always = classify_call(
         r#"{"pii": {"allow": ["PERSON"], "model_pass": "always"}}"#,
         &["What is the derivative of x^3 + 2x?"],
     );
     assert!(!always.pii_patterns_only);
+    // `always` reads every text whole: no sentences named.
+    let always = classify_call(
+        r#"{"pii": {"allow": ["PERSON"], "model_pass": "always"}}"#,
+        &["She lives at 87 Osric Ports, Salem. The park was full."],
+    );
+    assert!(always.pii_sentences.is_empty());
 }

@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 use semroute_daemon::batcher::Batcher;
 use semroute_daemon::config::{ConfigError, DaemonConfig, ExecutionProviderKind};
 use semroute_daemon::engine::{
-    embed_texts, text_ranges, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet,
+    embed_texts, text_ranges, ClassifyInput, ClassifyOutput, Engine, Part, SignalSet, SpanError,
 };
 use semroute_daemon::metrics::{self, Metrics};
 use semroute_daemon::model_check::{run_check, CheckOptions};
@@ -385,6 +385,13 @@ struct InputLine {
     /// `pii_patterns_only` when its risk scan found no personal-data cue).
     #[serde(default)]
     pii_patterns_only: bool,
+    /// `[start, end]` byte ranges of `text` that the PII model reads (what the filter sends
+    /// as `pii_sentences`: the sentences with a personal-data cue and their neighbours).
+    #[serde(default)]
+    pii_sentences: Vec<[usize; 2]>,
+    /// The same for `scan_text`.
+    #[serde(default)]
+    scan_pii_sentences: Vec<[usize; 2]>,
 }
 
 fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
@@ -465,14 +472,27 @@ fn classify(
             Ok(l) => {
                 let t = Instant::now();
                 let pairs = |v: &[[usize; 2]]| v.iter().map(|&[a, b]| (a, b)).collect::<Vec<_>>();
-                let spans = text_ranges("flagged_sentences", pairs(&l.flagged_sentences), &l.text)
-                    .and_then(|a| {
-                        let scan = pairs(&l.scan_flagged_sentences);
-                        text_ranges("scan_flagged_sentences", scan, &l.scan_text).map(|b| (a, b))
-                    });
+                let spans = (|| {
+                    Ok::<_, SpanError>([
+                        text_ranges("flagged_sentences", pairs(&l.flagged_sentences), &l.text)?,
+                        text_ranges(
+                            "scan_flagged_sentences",
+                            pairs(&l.scan_flagged_sentences),
+                            &l.scan_text,
+                        )?,
+                        text_ranges("pii_sentences", pairs(&l.pii_sentences), &l.text)?,
+                        text_ranges(
+                            "scan_pii_sentences",
+                            pairs(&l.scan_pii_sentences),
+                            &l.scan_text,
+                        )?,
+                    ])
+                })();
                 match spans {
                     Err(e) => json!({ "error": e.to_string() }),
-                    Ok((flagged_sentences, scan_flagged_sentences)) => {
+                    Ok(
+                        [flagged_sentences, scan_flagged_sentences, pii_sentences, scan_pii_sentences],
+                    ) => {
                         let input = ClassifyInput {
                             text: l.text,
                             scan_text: l.scan_text,
@@ -481,6 +501,8 @@ fn classify(
                             scan_flagged_sentences,
                             pattern_text: l.pattern_text,
                             pii_patterns_only: l.pii_patterns_only,
+                            pii_sentences,
+                            scan_pii_sentences,
                         };
                         match engine.classify_batch(std::slice::from_ref(&input)) {
                             Ok(mut o) => match o.pop() {
@@ -507,6 +529,8 @@ fn classify(
             scan_flagged_sentences: Vec::new(),
             pattern_text: String::new(),
             pii_patterns_only: false,
+            pii_sentences: Vec::new(),
+            scan_pii_sentences: Vec::new(),
         }))?;
     } else {
         let reader: Box<dyn BufRead> = match input {

@@ -90,6 +90,8 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         &req.scan_flagged_sentences,
         &scan_text,
     )?;
+    let pii_sentences = spans("pii_sentences", &req.pii_sentences, &text)?;
+    let scan_pii_sentences = spans("scan_pii_sentences", &req.scan_pii_sentences, &scan_text)?;
     Ok(ClassifyInput {
         text,
         scan_text,
@@ -98,6 +100,8 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         scan_flagged_sentences,
         pattern_text,
         pii_patterns_only: req.pii_patterns_only,
+        pii_sentences,
+        scan_pii_sentences,
     })
 }
 

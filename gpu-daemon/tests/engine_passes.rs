@@ -199,3 +199,66 @@ fn together_equals_alone(e: &mut Engine) {
     assert_eq!(together.encoder_tokens, seq.encoder_tokens);
     assert_eq!(together.pii_tokens, pii.pii_tokens);
 }
+
+#[test]
+fn the_pii_model_reads_only_the_named_sentences() {
+    let mut e = engine(0);
+    let text = prose();
+    let pii_only = SignalSet {
+        pii: true,
+        ..Default::default()
+    };
+    let whole = classify(&mut e, &input(&text, pii_only));
+    // The sentence with the contact details, and a span that names nothing.
+    let at = text.find("Questions about").expect("contact sentence");
+    let end = at + text[at..].find(". The committee").expect("its end") + 1;
+    let named = classify(
+        &mut e,
+        &ClassifyInput {
+            pii_sentences: std::iter::once(at..end).collect(),
+            ..input(&text, pii_only)
+        },
+    );
+    assert!(named.pii_tokens > 0, "{named:?}");
+    assert!(
+        named.pii_tokens * 3 < whole.pii_tokens,
+        "{} of {}",
+        named.pii_tokens,
+        whole.pii_tokens
+    );
+    let kinds = |o: &ClassifyOutput| -> Vec<String> {
+        let mut k: Vec<String> = o
+            .pii
+            .iter()
+            .flatten()
+            .map(|p| p.entity.kind.to_string())
+            .collect();
+        k.sort();
+        k.dedup();
+        k
+    };
+    // What sits in the named sentence is found as when the model reads the whole text.
+    for kind in ["EMAIL_ADDRESS", "PERSON", "PHONE_NUMBER"] {
+        assert!(
+            kinds(&whole).iter().any(|k| k == kind),
+            "{:?}",
+            kinds(&whole)
+        );
+        assert!(
+            kinds(&named).iter().any(|k| k == kind),
+            "{:?}",
+            kinds(&named)
+        );
+    }
+    // Spans in the scan text only: the model reads nothing of `text`; its patterns still do.
+    let scan_only = classify(
+        &mut e,
+        &ClassifyInput {
+            scan_text: "Call me on +1 415 555 0199.".into(),
+            scan_pii_sentences: std::iter::once(0..27).collect(),
+            ..input(&text, pii_only)
+        },
+    );
+    assert!(kinds(&scan_only).iter().any(|k| k == "EMAIL_ADDRESS"));
+    assert!(scan_only.pii_tokens < named.pii_tokens, "{scan_only:?}");
+}

@@ -630,6 +630,19 @@ async fn flagged_sentences_are_scored_alone() {
         .await
         .expect_err("a span inside a character must be rejected");
     assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    // The PII model's sentences are checked the same way.
+    let err = client
+        .classify(ClassifyRequest {
+            request_id: "flagged".into(),
+            text: "caf\u{e9} au lait".as_bytes().to_vec(),
+            signals: vec!["pii".into()],
+            pii_sentences: vec![TextSpan { start: 0, end: 4 }],
+            ..Default::default()
+        })
+        .await
+        .expect_err("a PII span inside a character must be rejected");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("pii_sentences[0]"), "{err:?}");
     // The daemon keeps serving.
     let r = classify(
         &mut client,

@@ -136,6 +136,12 @@ pub struct Compressed {
     /// alone (`ClassifyRequest.flagged_sentences`), so that such a sentence weighs the same
     /// whether the text around it was dropped or not.
     pub flagged_sentences: Vec<Range<usize>>,
+    /// Byte ranges in `text` of the sentences flagged with a kind of the builder's PII
+    /// cues ([`PromptBuilder::set_pii_cues`]), each widened to the kept sentence before and
+    /// after it, merged where they touch, in text order, at most [`MAX_FLAGGED_SENTENCES`]:
+    /// what the daemon's PII model reads (`ClassifyRequest.pii_sentences`). Empty without
+    /// cues.
+    pub pii_sentences: Vec<Range<usize>>,
     /// Microseconds spent in this builder: incremental work in `push_str` / `end_segment`
     /// plus this compression (0 when no clock is available).
     pub elapsed_us: u64,
@@ -252,6 +258,8 @@ pub struct PromptBuilder {
     pruned: u32,
     clock: Clock,
     busy_us: u64,
+    /// Risk kinds whose sentences [`Compressed::pii_sentences`] reports.
+    pii_cues: RiskFlags,
 }
 
 impl PromptBuilder {
@@ -284,7 +292,15 @@ impl PromptBuilder {
             pruned: 0,
             clock: default_clock,
             busy_us: 0,
+            pii_cues: RiskFlags::empty(),
         }
+    }
+
+    /// Reports in [`Compressed::pii_sentences`] the sentences flagged with a kind of
+    /// `cues` (the personal-data kinds that call for the daemon's PII model); none by
+    /// default.
+    pub fn set_pii_cues(&mut self, cues: RiskFlags) {
+        self.pii_cues = cues;
     }
 
     /// Uses `ratio` (daemon tokens per estimated token, from [`TokenCalibration::ratio`])

@@ -41,6 +41,7 @@ impl PromptBuilder {
             compressed: false,
             risk_flagged_sentences: 0,
             flagged_sentences: Vec::new(),
+            pii_sentences: Vec::new(),
             elapsed_us: 0,
             finish_us: 0,
             budget_tokens: text_budget,
@@ -57,7 +58,7 @@ impl PromptBuilder {
 
         if self.total_centi <= budget_centi {
             out.text = self.original_text();
-            out.flagged_sentences = self.original_flagged();
+            (out.flagged_sentences, out.pii_sentences) = self.marked(&self.original_marks());
             out.kept_tokens = out.original_tokens;
             out.kept_tokens_raw = text::centi_to_tokens(self.total_centi, 1.0);
             out.kept_sentences = n as u32;
@@ -149,12 +150,14 @@ impl PromptBuilder {
             .filter_map(|(i, &k)| k.then_some(i))
             .collect();
         out.compressed = kept.len() < n;
-        (out.text, out.flagged_sentences) = if out.compressed {
+        let marks;
+        (out.text, marks) = if out.compressed {
             self.assemble(&kept)
         } else {
             // Everything is pinned: send it as it came.
-            (self.original_text(), self.original_flagged())
+            (self.original_text(), self.original_marks())
         };
+        (out.flagged_sentences, out.pii_sentences) = self.marked(&marks);
         out.kept_tokens = text::centi_to_tokens(used, ratio);
         out.kept_tokens_raw = text::centi_to_tokens(used, 1.0);
         out.kept_sentences = kept.len() as u32;
@@ -425,9 +428,9 @@ impl PromptBuilder {
         t
     }
 
-    /// [`Compressed::flagged_sentences`] of [`PromptBuilder::original_text`] (segments
-    /// joined by line breaks).
-    pub(super) fn original_flagged(&self) -> Vec<Range<usize>> {
+    /// Every sentence of [`PromptBuilder::original_text`] (segments joined by line breaks)
+    /// as its byte range there and its risk kinds, in text order.
+    pub(super) fn original_marks(&self) -> Vec<(Range<usize>, RiskFlags)> {
         let mut out = Vec::new();
         // Where the segment starts in the joined text.
         let mut base = 0usize;
@@ -437,29 +440,57 @@ impl PromptBuilder {
                 .get(seg.sentences.clone())
                 .unwrap_or_default()
             {
-                if out.len() == MAX_FLAGGED_SENTENCES {
-                    return out;
-                }
-                if s.risk.intersects(SCORED_ALONE) {
-                    let a = base + s.start.saturating_sub(seg.start);
-                    out.push(a..a + s.end.saturating_sub(s.start));
-                }
+                let a = base + s.start.saturating_sub(seg.start);
+                out.push((a..a + s.end.saturating_sub(s.start), s.risk));
             }
             base += seg.end - seg.start + 1;
         }
         out
     }
 
+    /// [`Compressed::flagged_sentences`] and [`Compressed::pii_sentences`] of a text whose
+    /// sentences are `marks` (byte ranges and risk kinds, in text order).
+    pub(super) fn marked(
+        &self,
+        marks: &[(Range<usize>, RiskFlags)],
+    ) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
+        let flagged = marks
+            .iter()
+            .filter(|(_, risk)| risk.intersects(SCORED_ALONE))
+            .take(MAX_FLAGGED_SENTENCES)
+            .map(|(r, _)| r.clone())
+            .collect();
+        let mut pii: Vec<Range<usize>> = Vec::new();
+        if !self.pii_cues.is_empty() {
+            for (i, (range, risk)) in marks.iter().enumerate() {
+                if !risk.intersects(self.pii_cues) {
+                    continue;
+                }
+                let before = i.checked_sub(1).and_then(|k| marks.get(k));
+                let after = marks.get(i + 1);
+                let span = before.map_or(range.start, |(r, _)| r.start)
+                    ..after.map_or(range.end, |(r, _)| r.end);
+                let full = pii.len() == MAX_FLAGGED_SENTENCES;
+                match pii.last_mut() {
+                    Some(prev) if span.start <= prev.end => prev.end = prev.end.max(span.end),
+                    _ if full => break,
+                    _ => pii.push(span),
+                }
+            }
+        }
+        (flagged, pii)
+    }
+
     /// Joins kept sentences (ascending indices); see [`Compressed::text`]. Also returns
-    /// [`Compressed::flagged_sentences`] of the joined text.
-    pub(super) fn assemble(&self, kept: &[usize]) -> (String, Vec<Range<usize>>) {
+    /// each kept sentence's byte range in the joined text and its risk kinds.
+    pub(super) fn assemble(&self, kept: &[usize]) -> (String, Vec<(Range<usize>, RiskFlags)>) {
         let cap: usize = kept
             .iter()
             .filter_map(|&i| self.sentences.get(i))
             .map(|s| s.ws_end.saturating_sub(s.start))
             .sum();
         let mut t = String::with_capacity(cap);
-        let mut flagged = Vec::new();
+        let mut marks = Vec::with_capacity(kept.len());
         let mut prev: Option<(usize, &Sentence)> = None;
         for &i in kept {
             let Some(s) = self.sentences.get(i) else {
@@ -480,11 +511,9 @@ impl PromptBuilder {
             }
             let at = t.len();
             t.push_str(self.text.get(s.start..s.end).unwrap_or(""));
-            if s.risk.intersects(SCORED_ALONE) && flagged.len() < MAX_FLAGGED_SENTENCES {
-                flagged.push(at..t.len());
-            }
+            marks.push((at..t.len(), s.risk));
             prev = Some((i, s));
         }
-        (t, flagged)
+        (t, marks)
     }
 }

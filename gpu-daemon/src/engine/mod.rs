@@ -116,6 +116,14 @@ pub struct ClassifyInput {
     /// (`ClassifyRequest.pii_patterns_only`: the filter's risk scan found no
     /// personal-data cue in the request).
     pub pii_patterns_only: bool,
+    /// Byte ranges of `text` (valid, on character boundaries) that the PII model reads
+    /// when the request carries any here or in `scan_pii_sentences`: the sentences with
+    /// a personal-data cue and their neighbours (`ClassifyRequest.pii_sentences`). At
+    /// most [`MAX_FLAGGED_SENTENCES`] are read. None in either: the model reads both
+    /// texts whole.
+    pub pii_sentences: Vec<Range<usize>>,
+    /// The same for `scan_text`.
+    pub scan_pii_sentences: Vec<Range<usize>>,
 }
 
 /// Most flagged sentences the jailbreak signal scores alone per text

@@ -1,7 +1,9 @@
 //! The PII signal: the token classifier and the validated patterns.
 //!
 //! - **plan**: each requested text (`text`, `scan_text`) tokenised with the model's
-//!   tokenizer and cut into windows ([`plan_windows`]); one [`Doc`] per text.
+//!   tokenizer and cut into windows ([`plan_windows`]), or, where the filter named the
+//!   sentences with a personal-data cue (`pii_sentences`), only those sentences
+//!   ([`span_windows`]); one [`Doc`] per text read.
 //! - **run**: every window of the batch in one cached pass ([`run_cached`]): logits
 //!   `[tokens * labels]` per window, CLS left out.
 //! - **aggregate**: per token, the label from the window where it sits farthest from an
@@ -11,8 +13,10 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::windows::plan_windows;
-use super::{count_pass, ClassifyInput, ClassifyOutput, EngineError, Part, PiiOutput};
+use super::windows::{plan_windows, span_windows};
+use super::{
+    count_pass, ClassifyInput, ClassifyOutput, EngineError, Part, PiiOutput, MAX_FLAGGED_SENTENCES,
+};
 use crate::cache::ResultCache;
 use crate::config::{LimitsConfig, PiiConfig};
 use crate::confusable::ascii_forms;
@@ -141,20 +145,37 @@ fn plan<'a>(
         if !input.signals.pii || input.pii_patterns_only {
             continue;
         }
-        for (part, text) in [
-            (Part::Text, input.text.as_str()),
-            (Part::ScanText, input.scan_text.as_str()),
+        // The sentences named by the filter, when it names any; else every text whole.
+        let named = !input.pii_sentences.is_empty() || !input.scan_pii_sentences.is_empty();
+        for (part, text, spans) in [
+            (Part::Text, input.text.as_str(), &input.pii_sentences),
+            (
+                Part::ScanText,
+                input.scan_text.as_str(),
+                &input.scan_pii_sentences,
+            ),
         ] {
-            if text.is_empty() {
+            if text.is_empty() || (named && spans.is_empty()) {
                 continue;
             }
             let tok = model.tokenizer.tokenize(text)?;
-            let plan = plan_windows(
-                tok.ids.len(),
-                content,
-                limits.window_overlap,
-                limits.max_windows,
-            );
+            let plan = if named {
+                let spans = &spans[..spans.len().min(MAX_FLAGGED_SENTENCES)];
+                span_windows(
+                    &tok,
+                    spans,
+                    content,
+                    limits.window_overlap,
+                    limits.max_windows,
+                )
+            } else {
+                plan_windows(
+                    tok.ids.len(),
+                    content,
+                    limits.window_overlap,
+                    limits.max_windows,
+                )
+            };
             outputs[req].truncated |= plan.truncated;
             docs.push(Doc {
                 req,

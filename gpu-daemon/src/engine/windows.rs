@@ -55,6 +55,53 @@ pub fn plan_windows(
     }
 }
 
+/// Windows of `tok` over the tokens that `spans` (byte ranges of its text, in any order)
+/// touch: the token range of each span, ranges that overlap or adjoin merged, each then
+/// cut into windows as [`plan_windows`] cuts a text. What the PII model reads of a text
+/// when the filter names the sentences with a personal-data cue. Empty for no spans or
+/// spans that touch no token; `truncated` when a range needed more than `max_windows`.
+pub fn span_windows(
+    tok: &TokenizedText,
+    spans: &[Range<usize>],
+    content_len: usize,
+    overlap: usize,
+    max_windows: usize,
+) -> WindowPlan {
+    let mut ranges: Vec<Range<usize>> = spans
+        .iter()
+        .map(|s| {
+            // Tokens are in text order: the first ending after the span's start, up to
+            // the first starting at or after its end.
+            let a = tok.offsets.partition_point(|o| o.1 <= s.start);
+            let b = tok.offsets.partition_point(|o| o.0 < s.end);
+            a..b.max(a)
+        })
+        .filter(|r| !r.is_empty())
+        .collect();
+    ranges.sort_by_key(|r| r.start);
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
+    for r in ranges {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    let mut plan = WindowPlan {
+        windows: Vec::new(),
+        truncated: false,
+    };
+    for r in merged {
+        let p = plan_windows(r.len(), content_len, overlap, max_windows);
+        plan.truncated |= p.truncated;
+        plan.windows.extend(
+            p.windows
+                .into_iter()
+                .map(|w| r.start + w.start..r.start + w.end),
+        );
+    }
+    plan
+}
+
 /// Byte span of token range `w` (empty range: an empty span at 0).
 pub(super) fn byte_span(tok: &TokenizedText, w: Range<usize>, text_len: usize) -> (usize, usize) {
     if w.is_empty() {
@@ -440,6 +487,25 @@ mod tests {
             (16, 17),
             (18, 20),
         ])
+    }
+
+    #[test]
+    fn span_windows_cover_the_tokens_a_span_touches_merged() {
+        let tok = hi_there();
+        // "there." (3..9) and "Go" (10..12) adjoin: one range; "Ok" (18..20) apart.
+        let plan = span_windows(&tok, &[18..20, 3..9, 10..12], 510, 64, 64);
+        assert_eq!(plan.windows, vec![1..4, 6..7]);
+        assert!(!plan.truncated);
+        // A span inside one token, and one between tokens that touches none.
+        let plan = span_windows(&tok, &[4..5, 9..10], 510, 64, 64);
+        assert_eq!(plan.windows, vec![1..2]);
+        // No spans: no windows.
+        assert!(span_windows(&tok, &[], 510, 64, 64).windows.is_empty());
+        // A long range is cut like a text.
+        let whole = std::slice::from_ref(&(0..20));
+        let plan = span_windows(&tok, whole, 3, 1, 64);
+        assert_eq!(plan.windows, vec![0..3, 2..5, 4..7]);
+        assert!(span_windows(&tok, whole, 3, 1, 2).truncated);
     }
 
     #[test]

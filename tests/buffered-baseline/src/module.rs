@@ -151,6 +151,7 @@ impl BufferedStream {
             prompt: compressed,
             scan_text,
             scan_flagged: Vec::new(),
+            scan_pii: Vec::new(),
             scan_pattern_text: String::new(),
             pii_patterns_only: false,
         }) else {

@@ -321,6 +321,7 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
         prompt: compressed,
         scan_text,
         scan_flagged: Vec::new(),
+        scan_pii: Vec::new(),
         scan_pattern_text: String::new(),
         pii_patterns_only: false,
     })

@@ -230,8 +230,9 @@ fn capacity_setup(filter: &Value, args: &Args, body_bytes: usize) -> Vec<String>
 /// Label prefix of the capacity rows measured with admission off.
 const FIFO_BASELINE: &str = "baseline, admission off:";
 
-/// The 16-client row and the open-loop row at `rate` (when given) again on a router whose
-/// daemon runs `config/daemon.toml` with `batching.admission = false`.
+/// The back-to-back row of [`CAPACITY_CLIENTS`] clients and the open-loop row at `rate`
+/// (when given) again, on a router whose daemon runs `config/daemon.toml` with
+/// `batching.admission = false`.
 fn capacity_baseline(
     args: &Args,
     filter: &Value,
@@ -259,16 +260,15 @@ fn capacity_baseline(
     warm_daemon(&mut Conn::new(port, Duration::ZERO));
     // Untimed, as for the rows above.
     let _ = closed_loop(port, 1, 2.0, Duration::ZERO, args.capacity_tokens, next);
-    let think = Duration::from_millis(args.think_ms);
     let mut rows = vec![capacity_row(
         &router,
-        format!("{FIFO_BASELINE} closed loop, 16 clients"),
+        format!("{FIFO_BASELINE} closed loop, {CAPACITY_CLIENTS} clients back to back (no pause)"),
         || {
             closed_loop(
                 port,
-                16,
+                CAPACITY_CLIENTS,
                 args.capacity_seconds,
-                think,
+                Duration::ZERO,
                 args.capacity_tokens,
                 next,
             )
@@ -411,7 +411,7 @@ pub(super) fn capacity(args: &Args) {
         "- baseline rows: the same daemon configuration with `batching.admission = false` \
          (no deadline-based refusal or expiry: a FIFO queue that runs every call it admitted, \
          skipping only callers that have gone), on a fresh router started after the rows above \
-         (same prompt size, think time and open-loop rate)"
+         (16 clients back to back and the open-loop rate, same prompt size)"
     );
     println!();
     println!(

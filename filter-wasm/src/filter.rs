@@ -839,10 +839,10 @@ impl HttpFilter {
 
     /// `x-semroute-timing`: Server-Timing style durations in milliseconds.
     /// `inference` is the daemon's time for the call, `encoder` and `pii` its runs of
-    /// each model (0 for a model that did not run); `tail` is the time from the start of the body callback that delivered
-    /// the last body bytes to the `Classify` dispatch (0 when the call was
-    /// dispatched before those bytes arrived; absent without a call);
-    /// `filter` is the time spent in this stream's callbacks up to now.
+    /// each model (0 for a model that did not run); `tail` is the time from the start of
+    /// the body callback that delivered the last body bytes to the `Classify` dispatch
+    /// (0 when the call was dispatched before those bytes arrived; absent without a
+    /// call); `filter` is the time spent in this stream's callbacks up to now.
     fn timing(&self, now_us: u64) -> String {
         let mut parts = vec![
             format!("scan;dur={}", ms(self.scan_us)),

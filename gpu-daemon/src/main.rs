@@ -394,6 +394,29 @@ struct InputLine {
     scan_pii_sentences: Vec<[usize; 2]>,
 }
 
+/// The engine's input for one `classify` line. Errors: a span that is not a range of
+/// character boundaries of its text.
+fn classify_input(l: InputLine, signals: SignalSet) -> Result<ClassifyInput, SpanError> {
+    let ranges = |field, spans: &[[usize; 2]], text: &str| {
+        text_ranges(field, spans.iter().map(|&[a, b]| (a, b)), text)
+    };
+    Ok(ClassifyInput {
+        flagged_sentences: ranges("flagged_sentences", &l.flagged_sentences, &l.text)?,
+        scan_flagged_sentences: ranges(
+            "scan_flagged_sentences",
+            &l.scan_flagged_sentences,
+            &l.scan_text,
+        )?,
+        pii_sentences: ranges("pii_sentences", &l.pii_sentences, &l.text)?,
+        scan_pii_sentences: ranges("scan_pii_sentences", &l.scan_pii_sentences, &l.scan_text)?,
+        pattern_text: l.pattern_text,
+        pii_patterns_only: l.pii_patterns_only,
+        text: l.text,
+        scan_text: l.scan_text,
+        signals,
+    })
+}
+
 fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
     let mut v = json!({
         "truncated": out.truncated,
@@ -471,47 +494,15 @@ fn classify(
             }
             Ok(l) => {
                 let t = Instant::now();
-                let pairs = |v: &[[usize; 2]]| v.iter().map(|&[a, b]| (a, b)).collect::<Vec<_>>();
-                let spans = (|| {
-                    Ok::<_, SpanError>([
-                        text_ranges("flagged_sentences", pairs(&l.flagged_sentences), &l.text)?,
-                        text_ranges(
-                            "scan_flagged_sentences",
-                            pairs(&l.scan_flagged_sentences),
-                            &l.scan_text,
-                        )?,
-                        text_ranges("pii_sentences", pairs(&l.pii_sentences), &l.text)?,
-                        text_ranges(
-                            "scan_pii_sentences",
-                            pairs(&l.scan_pii_sentences),
-                            &l.scan_text,
-                        )?,
-                    ])
-                })();
-                match spans {
+                match classify_input(l, signals) {
                     Err(e) => json!({ "error": e.to_string() }),
-                    Ok(
-                        [flagged_sentences, scan_flagged_sentences, pii_sentences, scan_pii_sentences],
-                    ) => {
-                        let input = ClassifyInput {
-                            text: l.text,
-                            scan_text: l.scan_text,
-                            signals,
-                            flagged_sentences,
-                            scan_flagged_sentences,
-                            pattern_text: l.pattern_text,
-                            pii_patterns_only: l.pii_patterns_only,
-                            pii_sentences,
-                            scan_pii_sentences,
-                        };
-                        match engine.classify_batch(std::slice::from_ref(&input)) {
-                            Ok(mut o) => match o.pop() {
-                                Some(o) => output_json(&o, t.elapsed().as_secs_f64() * 1e3),
-                                None => json!({"error": "no result"}),
-                            },
-                            Err(e) => json!({ "error": e.to_string() }),
-                        }
-                    }
+                    Ok(input) => match engine.classify_batch(std::slice::from_ref(&input)) {
+                        Ok(mut o) => match o.pop() {
+                            Some(o) => output_json(&o, t.elapsed().as_secs_f64() * 1e3),
+                            None => json!({"error": "no result"}),
+                        },
+                        Err(e) => json!({ "error": e.to_string() }),
+                    },
                 }
             }
         };

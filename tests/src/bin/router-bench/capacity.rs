@@ -260,9 +260,21 @@ fn capacity_baseline(
     warm_daemon(&mut Conn::new(port, Duration::ZERO));
     // Untimed, as for the rows above.
     let _ = closed_loop(port, 1, 2.0, Duration::ZERO, args.capacity_tokens, next);
-    let mut rows = vec![capacity_row(
-        &router,
-        format!("{FIFO_BASELINE} closed loop, {CAPACITY_CLIENTS} clients back to back (no pause)"),
+    let label = format!("{FIFO_BASELINE} ");
+    let mut rows = vec![back_to_back_row(&router, &label, args, next)];
+    if let Some(rate) = rate {
+        rows.push(open_loop_row(&router, &label, rate, args, next));
+    }
+    rows
+}
+
+/// The row that defines the capacity: [`CAPACITY_CLIENTS`] closed-loop clients sending
+/// back to back; `label` goes before its load.
+fn back_to_back_row(router: &Router, label: &str, args: &Args, next: &Counter) -> CapacityRow {
+    let port = router.layout.port;
+    capacity_row(
+        router,
+        format!("{label}closed loop, {CAPACITY_CLIENTS} clients back to back (no pause)"),
         || {
             closed_loop(
                 port,
@@ -273,23 +285,31 @@ fn capacity_baseline(
                 next,
             )
         },
-    )];
-    if let Some(rate) = rate {
-        rows.push(capacity_row(
-            &router,
-            format!("{FIFO_BASELINE} open loop, {rate:.1} req/s (4x capacity)"),
-            || {
-                open_loop(
-                    port,
-                    rate,
-                    args.capacity_seconds,
-                    args.capacity_tokens,
-                    next,
-                )
-            },
-        ));
-    }
-    rows
+    )
+}
+
+/// Open-loop arrivals at `rate` per second; `label` goes before its load.
+fn open_loop_row(
+    router: &Router,
+    label: &str,
+    rate: f64,
+    args: &Args,
+    next: &Counter,
+) -> CapacityRow {
+    let port = router.layout.port;
+    capacity_row(
+        router,
+        format!("{label}open loop, {rate:.1} req/s (4x capacity)"),
+        || {
+            open_loop(
+                port,
+                rate,
+                args.capacity_seconds,
+                args.capacity_tokens,
+                next,
+            )
+        },
+    )
 }
 
 /// Runs one row's load, with the daemon's counts over it.
@@ -352,20 +372,7 @@ pub(super) fn capacity(args: &Args) {
     // a pause of `think`, 16 clients cannot offer more than 16 / think requests per second
     // however fast the router is), else the best row.
     let back_to_back = (think > Duration::ZERO).then(|| {
-        rows.push(capacity_row(
-            &router,
-            format!("closed loop, {CAPACITY_CLIENTS} clients back to back (no pause)"),
-            || {
-                closed_loop(
-                    port,
-                    CAPACITY_CLIENTS,
-                    args.capacity_seconds,
-                    Duration::ZERO,
-                    args.capacity_tokens,
-                    &next,
-                )
-            },
-        ));
+        rows.push(back_to_back_row(&router, "", args, &next));
         rows.len() - 1
     });
     let classified_rate = |r: &CapacityRow| r.count(Outcome::classified) as f64 / r.seconds;
@@ -375,20 +382,7 @@ pub(super) fn capacity(args: &Args) {
         .filter(|&r| r > 0.0)
         .unwrap_or_else(|| rows.iter().map(classified_rate).fold(0.0, f64::max));
     if capacity > 0.0 {
-        let rate = 4.0 * capacity;
-        rows.push(capacity_row(
-            &router,
-            format!("open loop, {rate:.1} req/s (4x capacity)"),
-            || {
-                open_loop(
-                    port,
-                    rate,
-                    args.capacity_seconds,
-                    args.capacity_tokens,
-                    &next,
-                )
-            },
-        ));
+        rows.push(open_loop_row(&router, "", 4.0 * capacity, args, &next));
     }
     drop(router);
     rows.extend(capacity_baseline(

@@ -470,6 +470,99 @@ def quantize(src: Path, dst: Path) -> dict:
     }
 
 
+def branch_on_padding(src: Path, dst: Path) -> dict:
+    """Writes `src` (a graph built by `build_minilm_fp32`, quantized or not) to `dst` as
+    one `If` on whether every position of `attention_mask` is attended: a batch without
+    padding runs the encoder without the additive mask (its `/mask/*` nodes and each
+    layer's Add of the mask over the `[batch, heads, seq, seq]` scores left out), a padded
+    batch runs it as built. One text per run, the common case for a single request, has
+    no padding. The initializers stay in the outer graph, shared by both branches.
+
+    Built for the router encoder. The generic MiniLM keeps the graph without the branch:
+    its linear heads and the extra jailbreak passes built for them (config/daemon.shipped.toml
+    style configurations) are tested at fixed thresholds on its exact scores, and the
+    branch's kernels round differently (pooled cosine ≥ 0.99 to the graph without it)."""
+    t = time.time()
+    m = onnx.load(str(src))
+    g = m.graph
+    mask_nodes = {n.name for n in g.node if n.name.startswith("/mask/")}
+    mask_out = next((n.output[0] for n in g.node if n.name == "/mask/Mul"), None)
+    if mask_out is None:
+        raise PrepareError(f"{src}: no /mask/Mul node (not a graph built by build_minilm_fp32)")
+    out_name = g.output[0].name
+
+    def branch(name: str, masked: bool) -> onnx.GraphProto:
+        nodes, skip = [], {}
+        for n in g.node:
+            if not masked and n.name in mask_nodes:
+                continue
+            if not masked and n.op_type == "Add" and mask_out in n.input:
+                skip[n.output[0]] = next(i for i in n.input if i != mask_out)
+                continue
+            c = onnx.NodeProto()
+            c.CopyFrom(n)
+            for i, x in enumerate(c.input):
+                c.input[i] = skip.get(x, x)
+            for i, o in enumerate(c.output):
+                if o == out_name:
+                    c.output[i] = f"{out_name}/{name}"
+            nodes.append(c)
+        if not masked and len(skip) == 0:
+            raise PrepareError(f"{src}: no Add of the attention mask found")
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{out_name}/{name}",
+                                                                                 TensorProto.FLOAT, None)])
+
+    unpadded, padded = branch("unpadded", False), branch("padded", True)
+    removed = len(g.node) - len(unpadded.node)
+    del g.node[:]
+    del g.value_info[:]
+    g.node.extend([
+        helper.make_node("ReduceMin", ["attention_mask"], ["/padding/min"], name="/padding/ReduceMin", keepdims=0),
+        helper.make_node("Cast", ["/padding/min"], ["/padding/none"], name="/padding/Cast", to=TensorProto.BOOL),
+        helper.make_node("If", ["/padding/none"], [out_name], name="/padding/If",
+                         then_branch=unpadded, else_branch=padded),
+    ])
+    onnx.checker.check_model(m)
+    onnx.save(m, str(dst))
+    return {"nodes_left_out_without_padding": removed, "seconds": round(time.time() - t, 1)}
+
+
+MIN_COSINE_PADDED = 0.98
+
+
+def check_padded_batches(reference: Path, candidate: Path, what: str, seed: int = 7) -> dict:
+    """Both graphs on padded batches of random token ids (fixed seed; 3 x 40, 4 x 300 and
+    8 x 64 tokens, rows padded to the longest): every row's pooled embedding (mean over
+    attended positions) must keep cosine ≥ MIN_COSINE_PADDED with the reference's. `model
+    check` runs one text at a time, so this is what covers the mask on padded rows (a graph
+    that attends to padding scores 0.1-0.35 here)."""
+    rng = np.random.default_rng(seed)
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sessions = [onnxruntime.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"])
+                for p in (reference, candidate)]
+    worst = 1.0
+    for batch, seq in ((3, 40), (4, 300), (8, 64)):
+        ids = rng.integers(1000, 20000, (batch, seq)).astype(np.int64)
+        mask = np.ones_like(ids)
+        for row in range(1, batch):
+            mask[row, seq - row * seq // (batch + 1):] = 0
+        ids[:, 0], ids[mask == 0] = 101, 0
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        pooled = []
+        for sess in sessions:
+            h = sess.run(None, feed)[0]
+            p = (h * mask[..., None]).sum(1) / mask.sum(1)[:, None]
+            pooled.append(p / np.linalg.norm(p, axis=1, keepdims=True))
+        worst = min(worst, float((pooled[0] * pooled[1]).sum(1).min()))
+    report = {"what": f"{what} (padded batches)", "min_cosine": round(worst, 6), "threshold": MIN_COSINE_PADDED,
+              "passed": worst >= MIN_COSINE_PADDED}
+    log(f"check ({report['what']}): min cosine {worst:.6f} (threshold {MIN_COSINE_PADDED})")
+    if not report["passed"]:
+        raise PrepareError(f"check failed: {report['what']}: min cosine {worst:.6f} < {MIN_COSINE_PADDED}")
+    return report
+
+
 def check(
     args,
     kind: str,
@@ -591,11 +684,14 @@ def finish(tmp: Path, meta: dict, served: list[str]) -> None:
 
 def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shipped_what: str,
                    tmp: Path, tok: Path, fused_thresholds: dict,
-                   int8_thresholds: dict | None = None) -> tuple[list[dict], list[dict]]:
+                   int8_thresholds: dict | None = None,
+                   branch_padding: bool = False) -> tuple[list[dict], list[dict]]:
     """From the checked fp32 graph `fp32`: the fused fp32 graph (checked, then dropped),
     its int8 form in FUSED_SERVED and the served int8 `model.onnx`, each checked against
-    `fp32`, and the served graph against the shipped one (informational). Returns the
-    checks and the steps for PREPARED.json."""
+    `fp32`, and the served graph against the shipped one (informational). With
+    `branch_padding` the served graph skips the attention mask for batches without
+    padding (`branch_on_padding`), checked on padded batches against the int8 graph
+    without the branch. Returns the checks and the steps for PREPARED.json."""
     fused = tmp / "model.fused.fp32.onnx"
     fuse_report = fuse(args, fp32, fused, tmp / "config.json")
     checks = [check(args, kind, fp32, fused, tok, f"{name} fused fp32 vs fp32", True, **fused_thresholds)]
@@ -603,7 +699,16 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
     fused_q.parent.mkdir()
     q_fused = quantize(fused, fused_q)
     fused.unlink()
-    q = quantize(fp32, tmp / "model.onnx")
+    branch_step = None
+    if branch_padding:
+        masked = tmp / "model.masked.onnx"
+        q = quantize(fp32, masked)
+        branch_step = {"step": "branch-on-padding", "input": "int8", "output": "model.onnx",
+                       **branch_on_padding(masked, tmp / "model.onnx")}
+        checks.append(check_padded_batches(masked, tmp / "model.onnx", f"{name} prepared vs int8 without the branch"))
+        masked.unlink()
+    else:
+        q = quantize(fp32, tmp / "model.onnx")
     int8_thresholds = int8_thresholds or {}
     checks.append(check(args, kind, fp32, fused_q, tok, f"{name} fused int8 vs fp32 source", True, **int8_thresholds))
     checks.append(check(args, kind, fp32, tmp / "model.onnx", tok, f"{name} prepared vs fp32 source", True,
@@ -612,7 +717,8 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
     steps = [
         {"step": "fuse-attention", **fuse_report},
         {"step": "quantize", "input": "fused", "output": FUSED_SERVED, **q_fused},
-        {"step": "quantize", "input": "fp32", "output": "model.onnx", **q},
+        {"step": "quantize", "input": "fp32", "output": "model.masked.onnx" if branch_step else "model.onnx", **q},
+        *([branch_step] if branch_step else []),
     ]
     return checks, steps
 
@@ -733,7 +839,7 @@ def _prepare_minilm(args, src: Path, shipped: Path, tmp: Path, key: dict, name: 
     ]
     more, steps = fused_and_int8(args, name, "embedding", fp32, shipped, "shipped int8", tmp, tok,
                                  {"min_cosine": MIN_COSINE_FUSED, "min_mean_cosine": MIN_COSINE_FUSED},
-                                 ROUTER_INT8_COSINE if tuned else None)
+                                 ROUTER_INT8_COSINE if tuned else None, branch_padding=tuned)
     checks += more
     return {
         "model": name,

@@ -29,7 +29,7 @@ fn patterns() -> &'static Patterns {
     P.get_or_init(|| {
         // The expressions are constants; a failure here is a programming
         // error caught by the unit tests, never input-dependent.
-        let re = |s: &str| Regex::new(s).expect("constant regex");
+        let re = |s: &str| Regex::new(&ascii_word_boundaries(s)).expect("constant regex");
         Patterns {
             email: re(r"(?i)\b[a-z0-9][a-z0-9._%+-]*@[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.[a-z]{2,24}\b"),
             // "name [at] example [dot] com", "name (at) example.com", "name@example dot com".
@@ -52,6 +52,18 @@ fn patterns() -> &'static Patterns {
             ipv6: re(r"(?i)(?:[0-9a-f]{0,4}:){2,7}[0-9a-f]{0,4}(?:%[0-9a-z]+)?"),
         }
     })
+}
+
+/// `pattern` with every `\b` made an ASCII word boundary, `(?-u:\b)`.
+///
+/// Every shape here begins and ends with ASCII letters or digits, so the two kinds of
+/// boundary differ only beside a non-ASCII letter or digit, which the ASCII one reads as
+/// a non-word character: a number glued to "é" or "٣" is still found. A Unicode `\b`
+/// keeps the regex crate's lazy DFA from running on text that holds any non-ASCII
+/// character, and its fallback engine costs about 18 times as much: on 32 KB of prose,
+/// 7.2 ms for the eleven expressions against 0.39 ms (regex 1.13, one core).
+fn ascii_word_boundaries(pattern: &str) -> String {
+    pattern.replace(r"\b", r"(?-u:\b)")
 }
 
 /// IBAN check (ISO 13616 mod-97, [`semroute_checks::iban_valid`]) of a match that may be
@@ -429,6 +441,22 @@ mod tests {
             vec![
                 ("CREDIT_CARD", "4111 1111 1111 1111"),
                 ("EMAIL_ADDRESS", "jane.doe@example.com")
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_beside_non_ascii_letters_keep_their_offsets() {
+        // Word boundaries are ASCII ones: a letter outside ASCII next to a number is no
+        // part of it, and the spans stay on character boundaries.
+        let text = "Überweisung an ÄDE89370400440532013000ö für Zoë, Karte 4111 1111 1111 1111ü, \
+                    SSN 123-45-6789é";
+        assert_eq!(
+            kinds(text),
+            vec![
+                ("IBAN_CODE", "DE89370400440532013000"),
+                ("CREDIT_CARD", "4111 1111 1111 1111"),
+                ("US_SSN", "123-45-6789")
             ]
         );
     }

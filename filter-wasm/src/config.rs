@@ -321,6 +321,9 @@ impl Default for Paths {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FilterConfig {
+    /// [`FilterConfig::pii_model_cues`], derived from the policy once, at load.
+    #[serde(skip)]
+    pii_model_cues: RiskFlags,
     /// Daemon cluster and timeout.
     #[serde(default)]
     pub daemon: DaemonConfig,
@@ -405,6 +408,11 @@ impl FilterConfig {
         ] {
             *p = crate::request_path::canonical(p);
         }
+        config.pii_model_cues = if config.acts_on_pii_type("PERSON") {
+            RiskFlags::PII
+        } else {
+            RiskFlags::PII.difference(RiskFlags::NAME)
+        };
         Ok(config)
     }
 
@@ -574,11 +582,7 @@ impl FilterConfig {
     /// allowed everywhere): then only the kinds of the types the policy acts on (an
     /// address, an identity number, a validated pattern) call for the model.
     pub fn pii_model_cues(&self) -> RiskFlags {
-        if self.acts_on_pii_type("PERSON") {
-            RiskFlags::PII
-        } else {
-            RiskFlags::PII.difference(RiskFlags::NAME)
-        }
+        self.pii_model_cues
     }
 
     /// True when `model` asks the router to choose.

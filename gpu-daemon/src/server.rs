@@ -375,12 +375,26 @@ impl Classifier for ClassifierService {
             Err(s) => s.code(),
         });
         match &result {
-            Ok(r) => tracing::debug!(
-                request_id,
-                truncated = r.truncated,
-                us = started.elapsed().as_micros() as u64,
-                "classified"
-            ),
+            Ok(r) => {
+                let t = r.timings.unwrap_or_default();
+                let cost = r.cost.unwrap_or_default();
+                tracing::debug!(
+                    request_id,
+                    truncated = r.truncated,
+                    input_tokens = r.input_tokens,
+                    encoder_tokens = cost.encoder_tokens,
+                    pii_tokens = cost.pii_tokens,
+                    cached_passes = cost.cached_passes,
+                    queue_us = t.queue_us,
+                    tokenize_us = t.tokenize_us,
+                    inference_us = t.inference_us,
+                    encoder_us = t.encoder_us,
+                    pii_us = t.pii_us,
+                    postprocess_us = t.postprocess_us,
+                    us = started.elapsed().as_micros() as u64,
+                    "classified"
+                )
+            }
             Err(s) => {
                 tracing::info!(request_id, code = ?s.code(), message = s.message(), "rejected")
             }

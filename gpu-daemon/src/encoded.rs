@@ -64,11 +64,17 @@ pub fn encoded_reading(text: &str) -> Option<String> {
 /// Fewest letters a [`joined_letters_reading`] must join: "x y z" is no word.
 pub const MIN_JOINED_LETTERS: usize = 8;
 
+/// Fewest characters of one spelled-out word that [`joined_letters_reading`] joins:
+/// abbreviations ("e.g.", "B.V.") and initials are two.
+pub const MIN_WORD_LETTERS: usize = 3;
+
 /// `text` with words spelled out letter by letter ("I g n o r e   a l l", "I-g-n-o-r-e")
 /// joined: the separator between two single letters or digits of one word (one of ` `,
 /// `.`, `-`, `_`, `*`, `|`, `/`, the same throughout the word) becomes [`PAD`], which the
-/// tokenizers drop; the gap between words stays. `None` unless at least
-/// [`MIN_JOINED_LETTERS`] letters are joined. Same length as `text`.
+/// tokenizers drop; the gap between words stays. A word is joined when it has at least
+/// [`MIN_WORD_LETTERS`] characters and one of them is a letter (scores such as "7-5 6-3"
+/// and dates are digits only). `None` unless at least [`MIN_JOINED_LETTERS`] letters are
+/// joined. Same length as `text`.
 pub fn joined_letters_reading(text: &str) -> Option<String> {
     let b = text.as_bytes();
     let single = |k: usize| {
@@ -90,16 +96,20 @@ pub fn joined_letters_reading(text: &str) -> Option<String> {
         }
         // Letters of one word: single characters with the same separator between them.
         let mut k = i;
-        let mut letters = 1;
         while b.get(k + 1).copied() == sep && single(k + 2) {
-            let buf = out.get_or_insert_with(|| b.to_vec());
-            if let Some(slot) = buf.get_mut(k + 1) {
-                *slot = 1;
-            }
             k += 2;
-            letters += 1;
         }
-        joined += letters;
+        let letters = (k - i) / 2 + 1;
+        let has_letter = (i..=k).step_by(2).any(|j| b[j].is_ascii_alphabetic());
+        if letters >= MIN_WORD_LETTERS && has_letter {
+            let buf = out.get_or_insert_with(|| b.to_vec());
+            for j in (i + 1..k).step_by(2) {
+                if let Some(slot) = buf.get_mut(j) {
+                    *slot = 1;
+                }
+            }
+            joined += letters;
+        }
         i = k + 1;
     }
     if joined < MIN_JOINED_LETTERS {
@@ -468,12 +478,17 @@ fn leet_letter(x: u8) -> Option<u8> {
     })
 }
 
+/// Longest word, in bytes, that [`leet_reading`] reads: the longest English words written
+/// in leetspeak are shorter; hashes, keys and identifiers are longer.
+pub const MAX_LEET_WORD_BYTES: usize = 20;
+
 /// `text` with leetspeak read as letters ("1n57ruc710n5" → "instructions"), or `None`
 /// unless at least [`MIN_LEET_WORDS`] words are leetspeak: they hold a run of leetspeak
 /// characters between two ASCII letters (`y0u`, `n57r`), which numbers, ordinals, units
 /// and formulas (`1999`, `4th`, `10mg`, `C6H12O6`) do not. In such a text every word with
-/// an ASCII letter has its leetspeak characters read as letters (`4ll` too). Same length
-/// as `text`: every replacement is one ASCII byte for one.
+/// an ASCII letter has its leetspeak characters read as letters (`4ll` too). E-mail
+/// addresses and words over [`MAX_LEET_WORD_BYTES`] are neither counted nor read. Same
+/// length as `text`: every replacement is one ASCII byte for one.
 pub fn leet_reading(text: &str) -> Option<String> {
     let b = text.as_bytes();
     let is_word = |x: u8| x.is_ascii_alphanumeric() || matches!(x, b'@' | b'$');
@@ -488,7 +503,14 @@ pub fn leet_reading(text: &str) -> Option<String> {
         while b.get(i).is_some_and(|&x| is_word(x)) {
             i += 1;
         }
-        words.push(start..i);
+        // An e-mail address ("bob@example.com": `@` in a word that a dot and a letter
+        // follow) and a long run (a hash, a key, an identifier) are not leetspeak.
+        let email = b[start..i].contains(&b'@')
+            && b.get(i) == Some(&b'.')
+            && b.get(i + 1).is_some_and(u8::is_ascii_alphabetic);
+        if !email && i - start <= MAX_LEET_WORD_BYTES {
+            words.push(start..i);
+        }
     }
     let inner = |w: &[u8]| {
         w.windows(3).enumerate().any(|(k, x)| {
@@ -735,6 +757,17 @@ mod tests {
         );
         assert_eq!(leet_reading("Convert it to mp3 please."), None);
         assert_eq!(leet_reading("plain words only"), None);
+        // E-mail addresses, hashes and keys.
+        assert_eq!(
+            leet_reading("Write to hello@mercury.com or python-dev@python.org today."),
+            None
+        );
+        assert_eq!(
+            leet_reading(
+                "thread HHKRXOMRJQH75VNM3JMSQIOOU6MIUB24 hash fa91498c139805af73f7ba275cca071e"
+            ),
+            None
+        );
     }
 
     #[test]
@@ -753,6 +786,9 @@ mod tests {
             "x y z",
             "U.S.A. and the U.K.",
             "A B C D E F G",
+            // Abbreviations and scores.
+            "e.g. B.V. i.e. a.m. p.m. e.g. i.e. B.V.",
+            "won 7-5 6-3 3-6 6-3 and 7-6 (7-5) 4-6 6-0",
         ] {
             assert_eq!(joined_letters_reading(text), None, "{text}");
         }

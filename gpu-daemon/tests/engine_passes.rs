@@ -1,5 +1,5 @@
 //! The engine's model passes with the real models, in process: one window for a text that
-//! fits the model, the result cache (a hit equals a miss), and the encoder and the PII model
+//! fits the model, a reading scored only where it differs from the text, the result cache (a hit equals a miss), and the encoder and the PII model
 //! run together (one after the other on a shared thread pool, side by side on a pool each)
 //! giving what each gives alone.
 //!
@@ -126,6 +126,34 @@ fn a_text_that_fits_the_model_is_one_window_for_each_model() {
         "one PII window: {}",
         o.pii_tokens
     );
+}
+
+#[test]
+fn a_reading_is_scored_only_around_what_it_changes() {
+    let mut e = engine(0);
+    let jailbreak_only = SignalSet {
+        jailbreak: true,
+        ..Default::default()
+    };
+    let plain = prose();
+    let o = classify(&mut e, &input(&plain, jailbreak_only));
+    assert_eq!(
+        o.encoder_tokens,
+        o.input_tokens + 2,
+        "no reading of plain prose (an e-mail address is no leetspeak)"
+    );
+    // Two leetspeak words in one sentence of the middle: a reading folds them, and only
+    // the tokens around them are scored again, not the whole text.
+    let text = plain.replacen("The finance lead thought", "The f1n4nc3 l34d thought", 1);
+    assert_ne!(text, plain);
+    let o = classify(&mut e, &input(&text, jailbreak_only));
+    let whole = o.input_tokens + 2;
+    let reading = o.encoder_tokens - whole;
+    assert!(
+        reading > 64 && reading < 2 * 64 + 32,
+        "reading window of {reading} tokens over a text of {whole}"
+    );
+    assert_eq!(o.jailbreak.expect("jailbreak result").windows, 2);
 }
 
 #[test]

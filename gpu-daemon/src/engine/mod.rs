@@ -170,6 +170,15 @@ pub fn text_ranges(
 }
 
 impl ClassifyInput {
+    /// The text of `part`.
+    fn part_text(&self, part: Part) -> &str {
+        match part {
+            Part::Text => &self.text,
+            Part::ScanText => &self.scan_text,
+            Part::PatternText => &self.pattern_text,
+        }
+    }
+
     /// The flagged sentences of `part` that the jailbreak signal scores alone: at most
     /// [`MAX_FLAGGED_SENTENCES`], non-empty, inside the text and on character boundaries
     /// (others are skipped; the server rejects them before they get here).

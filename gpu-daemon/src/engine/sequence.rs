@@ -3,8 +3,9 @@
 //!
 //! 1. **plan the windows** ([`plan_window_pass`]): per request, `text` (domain and
 //!    jailbreak) and `scan_text` (jailbreak only) in windows of `limits.max_seq_len`
-//!    tokens, their readings ([`jailbreak_readings`]) and the windows anchored at flagged
-//!    sentences ([`anchored_windows`]), for the jailbreak only.
+//!    tokens, their readings ([`jailbreak_readings`]) where they differ from the text
+//!    ([`changed_windows`]) and the windows anchored at flagged sentences
+//!    ([`anchored_windows`]), for the jailbreak only.
 //! 2. **run** them through the encoder ([`run_pass`]), batched across requests, through
 //!    the result cache: one pooled embedding `[hidden]` per window.
 //! 3. **aggregate** ([`score_windows`]): the domain sum (window embeddings of `text`
@@ -27,7 +28,7 @@ use std::time::Instant;
 
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::windows::{
-    anchored_windows, byte_span, flagged_pieces, plan_windows, sentences_to_score,
+    anchored_windows, byte_span, changed_windows, flagged_pieces, plan_windows, sentences_to_score,
     windows_to_refine,
 };
 use super::{
@@ -177,6 +178,11 @@ impl SequenceSignals {
     }
 }
 
+/// Tokens of context on each side of what a reading changed, in the windows that score it
+/// (see [`changed_windows`]): a folded word is read in its sentence and the ones around it,
+/// as a flagged sentence is; a text folded throughout is read whole.
+const READING_CONTEXT_TOKENS: usize = 64;
+
 /// The linear head of a signal, when it has one.
 fn head(model: &SequenceModel) -> Option<&LinearHead> {
     match model {
@@ -231,12 +237,24 @@ fn plan_window_pass<'a>(
             }
         }
         for (part, text, tok, jailbreak_only) in parts {
-            let plan = plan_windows(
-                tok.ids.len(),
-                content,
-                limits.window_overlap,
-                limits.max_windows,
-            );
+            let plan = if jailbreak_only {
+                changed_windows(
+                    &tok,
+                    input.part_text(part),
+                    &text,
+                    READING_CONTEXT_TOKENS,
+                    content,
+                    limits.window_overlap,
+                    limits.max_windows,
+                )
+            } else {
+                plan_windows(
+                    tok.ids.len(),
+                    content,
+                    limits.window_overlap,
+                    limits.max_windows,
+                )
+            };
             outputs[req].truncated |= plan.truncated;
             let anchored = if want_jb && !jailbreak_only {
                 let starts: Vec<usize> = input.flagged(part).map(|(r, _)| r.start).collect();

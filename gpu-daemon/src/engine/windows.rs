@@ -67,30 +67,98 @@ pub fn span_windows(
     overlap: usize,
     max_windows: usize,
 ) -> WindowPlan {
-    let mut ranges: Vec<Range<usize>> = spans
-        .iter()
-        .map(|s| {
-            // Tokens are in text order: the first ending after the span's start, up to
-            // the first starting at or after its end.
-            let a = tok.offsets.partition_point(|o| o.1 <= s.start);
-            let b = tok.offsets.partition_point(|o| o.0 < s.end);
-            a..b.max(a)
-        })
+    let ranges = spans.iter().map(|s| token_range(tok, s)).collect();
+    windows_over(merge_ranges(ranges, 0), content_len, overlap, max_windows)
+}
+
+/// Windows of `reading` (tokenized as `tok`) over where it differs from `text`: each run of
+/// differing bytes as the tokens it touches, widened by `context` tokens on each side, ranges
+/// closer than `context` tokens merged, each then cut into windows as [`plan_windows`] cuts
+/// a text. A reading has the length and byte offsets of its text (see
+/// `super::readings::jailbreak_readings`), so the rest of it is the text as written, which
+/// its own windows already score: a folded e-mail address or version number in a long
+/// prompt costs one short window instead of a second pass over every token. A reading of
+/// another length (not expected) is planned whole.
+pub fn changed_windows(
+    tok: &TokenizedText,
+    text: &str,
+    reading: &str,
+    context: usize,
+    content_len: usize,
+    overlap: usize,
+    max_windows: usize,
+) -> WindowPlan {
+    if text.len() != reading.len() {
+        return plan_windows(tok.ids.len(), content_len, overlap, max_windows);
+    }
+    let n = tok.ids.len();
+    let ranges = changed_bytes(text.as_bytes(), reading.as_bytes())
+        .map(|s| token_range(tok, &s))
         .filter(|r| !r.is_empty())
+        .map(|r| r.start.saturating_sub(context)..(r.end + context).min(n))
         .collect();
+    windows_over(
+        merge_ranges(ranges, context),
+        content_len,
+        overlap,
+        max_windows,
+    )
+}
+
+/// Maximal runs `[start, end)` of positions where `a` and `b` (the same length) differ.
+fn changed_bytes<'a>(a: &'a [u8], b: &'a [u8]) -> impl Iterator<Item = Range<usize>> + 'a {
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < a.len() && a[i] == b[i] {
+            i += 1;
+        }
+        if i >= a.len() {
+            return None;
+        }
+        let start = i;
+        while i < a.len() && a[i] != b[i] {
+            i += 1;
+        }
+        Some(start..i)
+    })
+}
+
+/// The tokens of `tok` that byte span `s` of its text touches (tokens are in text order:
+/// the first ending after the span's start, up to the first starting at or after its end);
+/// empty where it touches none.
+fn token_range(tok: &TokenizedText, s: &Range<usize>) -> Range<usize> {
+    let a = tok.offsets.partition_point(|o| o.1 <= s.start);
+    let b = tok.offsets.partition_point(|o| o.0 < s.end);
+    a..b.max(a)
+}
+
+/// `ranges` (any order) sorted, empty ones dropped, and those less than `gap` tokens apart
+/// (0: overlapping or adjoining) merged.
+fn merge_ranges(mut ranges: Vec<Range<usize>>, gap: usize) -> Vec<Range<usize>> {
+    ranges.retain(|r| !r.is_empty());
     ranges.sort_by_key(|r| r.start);
     let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
     for r in ranges {
         match merged.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            Some(last) if r.start <= last.end + gap => last.end = last.end.max(r.end),
             _ => merged.push(r),
         }
     }
+    merged
+}
+
+/// Each of `ranges` cut into windows as [`plan_windows`] cuts a text.
+fn windows_over(
+    ranges: Vec<Range<usize>>,
+    content_len: usize,
+    overlap: usize,
+    max_windows: usize,
+) -> WindowPlan {
     let mut plan = WindowPlan {
         windows: Vec::new(),
         truncated: false,
     };
-    for r in merged {
+    for r in ranges {
         let p = plan_windows(r.len(), content_len, overlap, max_windows);
         plan.truncated |= p.truncated;
         plan.windows.extend(
@@ -506,6 +574,30 @@ mod tests {
         let plan = span_windows(&tok, whole, 3, 1, 64);
         assert_eq!(plan.windows, vec![0..3, 2..5, 4..7]);
         assert!(span_windows(&tok, whole, 3, 1, 2).truncated);
+    }
+
+    #[test]
+    fn changed_windows_cover_what_a_reading_changed_with_context() {
+        let text = "Hi there. Go now!\nOk";
+        let tok = hi_there();
+        // Nothing changed: no windows.
+        let plan = changed_windows(&tok, text, text, 1, 510, 64, 64);
+        assert!(plan.windows.is_empty());
+        // "Go" (token 3) changed: it and one token of context on each side.
+        let plan = changed_windows(&tok, text, "Hi there. G0 now!\nOk", 1, 510, 64, 64);
+        assert_eq!(plan.windows, vec![2..5]);
+        // "Hi" and "Ok" changed: two ranges, too far apart to merge with no context...
+        let both = "H1 there. Go now!\n0k";
+        let plan = changed_windows(&tok, text, both, 0, 510, 64, 64);
+        assert_eq!(plan.windows, vec![0..1, 6..7]);
+        // ...and one range when their context meets.
+        let plan = changed_windows(&tok, text, both, 3, 510, 64, 64);
+        assert_eq!(plan.windows, vec![0..7]);
+        // A long range is cut like a text; a reading of another length is planned whole.
+        let plan = changed_windows(&tok, text, both, 3, 3, 1, 64);
+        assert_eq!(plan.windows, vec![0..3, 2..5, 4..7]);
+        let plan = changed_windows(&tok, text, "Hi", 0, 510, 64, 64);
+        assert_eq!(plan.windows, vec![0..7]);
     }
 
     #[test]

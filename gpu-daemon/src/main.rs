@@ -619,8 +619,9 @@ fn fuse_attention(
     if no_verify {
         options.verify = None;
     }
-    let env = semroute_daemon::runtime::environment(&Default::default())?;
+    // The model first: a wrong path is reported as such, before ONNX Runtime is looked for.
     let bytes = std::fs::read(input).with_context(|| format!("reading {}", input.display()))?;
+    let env = semroute_daemon::runtime::environment(&Default::default())?;
     let t = Instant::now();
     let (fused, report) = semroute_kernels::fuse_attention(env, &bytes, &options)?;
     std::fs::write(output, fused).with_context(|| format!("writing {}", output.display()))?;

@@ -470,34 +470,34 @@ def quantize(src: Path, dst: Path) -> dict:
     }
 
 
-def branch_on_padding(src: Path, dst: Path) -> dict:
-    """Writes `src` (a graph built by `build_minilm_fp32`, quantized or not) to `dst` as
-    one `If` on whether every position of `attention_mask` is attended: a batch without
-    padding runs the encoder without the additive mask (its `/mask/*` nodes and each
-    layer's Add of the mask over the `[batch, heads, seq, seq]` scores left out), a padded
-    batch runs it as built. One text per run, the common case for a single request, has
-    no padding. The initializers stay in the outer graph, shared by both branches.
+def branch_on_padding(src: Path, dst: Path, mask_node: str) -> dict:
+    """Writes `src` (a BERT encoder graph, quantized or not) to `dst` as one `If` on
+    whether every position of `attention_mask` is attended: a batch without padding runs
+    the encoder without the additive mask (the output of node `mask_node`; each layer's Add of it over the
+    `[batch, heads, seq, seq]` scores left out, and the nodes that only computed it), a
+    padded batch runs it as built. One text per run, the common case for a single
+    request, has no padding. The initializers stay in the outer graph, shared by both
+    branches. `mask_node` makes the tensor the layers add: `/mask/Mul` in
+    `build_minilm_fp32`'s graphs, `/bert/Where_1` in the PII model's transformers export.
 
-    Built for the router encoder. The generic MiniLM keeps the graph without the branch:
-    its linear heads and the extra jailbreak passes built for them (config/daemon.shipped.toml
-    style configurations) are tested at fixed thresholds on its exact scores, and the
-    branch's kernels round differently (pooled cosine ≥ 0.99 to the graph without it)."""
+    Built for the router encoder and the PII model. The generic MiniLM keeps the graph
+    without the branch: its linear heads and the extra jailbreak passes built for them
+    (config/daemon.shipped.toml style configurations) are tested at fixed thresholds on its
+    exact scores, and the branch's kernels round differently (pooled cosine ≥ 0.99 to the
+    graph without it)."""
     t = time.time()
     m = onnx.load(str(src))
     g = m.graph
-    mask_nodes = {n.name for n in g.node if n.name.startswith("/mask/")}
-    mask_out = next((n.output[0] for n in g.node if n.name == "/mask/Mul"), None)
-    if mask_out is None:
-        raise PrepareError(f"{src}: no /mask/Mul node (not a graph built by build_minilm_fp32)")
     out_name = g.output[0].name
+    mask = next((n.output[0] for n in g.node if n.name == mask_node), None)
+    if mask is None or not any(n.op_type == "Add" and mask in n.input for n in g.node):
+        raise PrepareError(f"{src}: no Add of the attention mask made by node {mask_node}")
 
     def branch(name: str, masked: bool) -> onnx.GraphProto:
         nodes, skip = [], {}
         for n in g.node:
-            if not masked and n.name in mask_nodes:
-                continue
-            if not masked and n.op_type == "Add" and mask_out in n.input:
-                skip[n.output[0]] = next(i for i in n.input if i != mask_out)
+            if not masked and n.op_type == "Add" and mask in n.input:
+                skip[n.output[0]] = next(i for i in n.input if i != mask)
                 continue
             c = onnx.NodeProto()
             c.CopyFrom(n)
@@ -507,10 +507,15 @@ def branch_on_padding(src: Path, dst: Path) -> dict:
                 if o == out_name:
                     c.output[i] = f"{out_name}/{name}"
             nodes.append(c)
-        if not masked and len(skip) == 0:
-            raise PrepareError(f"{src}: no Add of the attention mask found")
-        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{out_name}/{name}",
-                                                                                 TensorProto.FLOAT, None)])
+        # Only the nodes the branch's output needs (the mask's own nodes drop out).
+        needed, kept = {f"{out_name}/{name}"}, []
+        for n in reversed(nodes):
+            if any(o in needed for o in n.output):
+                kept.append(n)
+                needed.update(i for i in n.input if i)
+        kept.reverse()
+        return helper.make_graph(kept, name, [], [helper.make_tensor_value_info(f"{out_name}/{name}",
+                                                                                TensorProto.FLOAT, None)])
 
     unpadded, padded = branch("unpadded", False), branch("padded", True)
     removed = len(g.node) - len(unpadded.node)
@@ -528,38 +533,52 @@ def branch_on_padding(src: Path, dst: Path) -> dict:
 
 
 MIN_COSINE_PADDED = 0.98
+MIN_ARGMAX_PADDED = 0.99
 
 
-def check_padded_batches(reference: Path, candidate: Path, what: str, seed: int = 7) -> dict:
-    """Both graphs on padded batches of random token ids (fixed seed; 3 x 40, 4 x 300 and
-    8 x 64 tokens, rows padded to the longest): every row's pooled embedding (mean over
-    attended positions) must keep cosine ≥ MIN_COSINE_PADDED with the reference's. `model
-    check` runs one text at a time, so this is what covers the mask on padded rows (a graph
-    that attends to padding scores 0.1-0.35 here)."""
+def check_padded_batches(reference: Path, candidate: Path, what: str, kind: str, vocab_size: int,
+                         seed: int = 7) -> dict:
+    """Both graphs on padded batches of random token ids below `vocab_size` (fixed seed;
+    3 x 40, 4 x 300 and 8 x 64 tokens, rows padded to the longest). An embedding model:
+    every row's pooled embedding (mean over attended positions) must keep cosine ≥
+    MIN_COSINE_PADDED with the reference's (a graph that attends to padding scores 0.1-0.35
+    here). A token classifier: the label (argmax) of the attended tokens must agree on at
+    least MIN_ARGMAX_PADDED of them. `model check` runs one text at a time, so this is what
+    covers the mask on padded rows."""
     rng = np.random.default_rng(seed)
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
     sessions = [onnxruntime.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"])
                 for p in (reference, candidate)]
-    worst = 1.0
+    worst, agree, attended = 1.0, 0, 0
     for batch, seq in ((3, 40), (4, 300), (8, 64)):
-        ids = rng.integers(1000, 20000, (batch, seq)).astype(np.int64)
+        ids = rng.integers(1000, min(20000, vocab_size), (batch, seq)).astype(np.int64)
         mask = np.ones_like(ids)
         for row in range(1, batch):
             mask[row, seq - row * seq // (batch + 1):] = 0
         ids[:, 0], ids[mask == 0] = 101, 0
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        outs = [sess.run(None, feed)[0] for sess in sessions]
+        if kind == "token-classification":
+            same = outs[0].argmax(-1) == outs[1].argmax(-1)
+            agree += int(same[mask == 1].sum())
+            attended += int(mask.sum())
+            continue
         pooled = []
-        for sess in sessions:
-            h = sess.run(None, feed)[0]
+        for h in outs:
             p = (h * mask[..., None]).sum(1) / mask.sum(1)[:, None]
             pooled.append(p / np.linalg.norm(p, axis=1, keepdims=True))
         worst = min(worst, float((pooled[0] * pooled[1]).sum(1).min()))
-    report = {"what": f"{what} (padded batches)", "min_cosine": round(worst, 6), "threshold": MIN_COSINE_PADDED,
-              "passed": worst >= MIN_COSINE_PADDED}
-    log(f"check ({report['what']}): min cosine {worst:.6f} (threshold {MIN_COSINE_PADDED})")
+    if kind == "token-classification":
+        value, threshold, name = agree / attended, MIN_ARGMAX_PADDED, "argmax agreement"
+    else:
+        value, threshold, name = worst, MIN_COSINE_PADDED, "min cosine"
+    key = name.replace(" ", "_")
+    report = {"what": f"{what} (padded batches)", key: round(value, 6), "threshold": threshold,
+              "passed": value >= threshold}
+    log(f"check ({report['what']}): {name} {value:.6f} (threshold {threshold})")
     if not report["passed"]:
-        raise PrepareError(f"check failed: {report['what']}: min cosine {worst:.6f} < {MIN_COSINE_PADDED}")
+        raise PrepareError(f"check failed: {report['what']}: {name} {value:.6f} < {threshold}")
     return report
 
 
@@ -685,13 +704,13 @@ def finish(tmp: Path, meta: dict, served: list[str]) -> None:
 def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shipped_what: str,
                    tmp: Path, tok: Path, fused_thresholds: dict,
                    int8_thresholds: dict | None = None,
-                   branch_padding: bool = False) -> tuple[list[dict], list[dict]]:
+                   branch_padding: str | None = None) -> tuple[list[dict], list[dict]]:
     """From the checked fp32 graph `fp32`: the fused fp32 graph (checked, then dropped),
     its int8 form in FUSED_SERVED and the served int8 `model.onnx`, each checked against
     `fp32`, and the served graph against the shipped one (informational). With
-    `branch_padding` the served graph skips the attention mask for batches without
-    padding (`branch_on_padding`), checked on padded batches against the int8 graph
-    without the branch. Returns the checks and the steps for PREPARED.json."""
+    `branch_padding` (the node that makes the attention mask) the served graph skips the
+    mask for batches without padding (`branch_on_padding`), checked on padded batches
+    against the int8 graph without the branch. Returns the checks and the steps for PREPARED.json."""
     fused = tmp / "model.fused.fp32.onnx"
     fuse_report = fuse(args, fp32, fused, tmp / "config.json")
     checks = [check(args, kind, fp32, fused, tok, f"{name} fused fp32 vs fp32", True, **fused_thresholds)]
@@ -704,8 +723,10 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
         masked = tmp / "model.masked.onnx"
         q = quantize(fp32, masked)
         branch_step = {"step": "branch-on-padding", "input": "int8", "output": "model.onnx",
-                       **branch_on_padding(masked, tmp / "model.onnx")}
-        checks.append(check_padded_batches(masked, tmp / "model.onnx", f"{name} prepared vs int8 without the branch"))
+                       **branch_on_padding(masked, tmp / "model.onnx", branch_padding)}
+        vocab_size = json.loads((tmp / "config.json").read_text())["vocab_size"]
+        checks.append(check_padded_batches(masked, tmp / "model.onnx", f"{name} prepared vs int8 without the branch",
+                                           kind, vocab_size))
         masked.unlink()
     else:
         q = quantize(fp32, tmp / "model.onnx")
@@ -839,7 +860,8 @@ def _prepare_minilm(args, src: Path, shipped: Path, tmp: Path, key: dict, name: 
     ]
     more, steps = fused_and_int8(args, name, "embedding", fp32, shipped, "shipped int8", tmp, tok,
                                  {"min_cosine": MIN_COSINE_FUSED, "min_mean_cosine": MIN_COSINE_FUSED},
-                                 ROUTER_INT8_COSINE if tuned else None, branch_padding=tuned)
+                                 ROUTER_INT8_COSINE if tuned else None,
+                                 branch_padding="/mask/Mul" if tuned else None)
     checks += more
     return {
         "model": name,
@@ -905,7 +927,8 @@ def _prepare_rampart(args, shipped_dir: Path, shipped: Path, tmp: Path, key: dic
               min_agreement=MIN_ARGMAX_DEQUANT, min_entity_agreement=MIN_ARGMAX_DEQUANT)
     ]
     more, steps = fused_and_int8(args, "rampart", "token-classification", fp32, shipped, "shipped 4-bit", tmp, tok,
-                                 {"min_agreement": MIN_ARGMAX_FUSED, "min_entity_agreement": MIN_ARGMAX_FUSED})
+                                 {"min_agreement": MIN_ARGMAX_FUSED, "min_entity_agreement": MIN_ARGMAX_FUSED},
+                                 branch_padding="/bert/Where_1")
     checks += more
     meta = {
         "model": "rampart",

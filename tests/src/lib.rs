@@ -632,9 +632,14 @@ impl Router {
             if !wait_until(Duration::from_secs(20), || {
                 http_get(*port, "/health").is_some_and(|(s, _)| s == 200)
             }) {
+                let upstream = &mut self.upstreams[i];
+                let state = match upstream.exited() {
+                    Some(status) => format!("exited with {status}"),
+                    None => "still running".to_string(),
+                };
                 return Err(format!(
-                    "upstream {model} not ready: {}",
-                    self.upstreams[i].log_tail(2000)
+                    "upstream {model} on port {port} not ready after 20 s ({state}): {}",
+                    upstream.log_tail(2000)
                 ));
             }
         }

@@ -35,7 +35,7 @@ pub struct Passes {
 /// short sequences still fill a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BatchLimits {
-    /// Most sequences per run (`batching.max_batch`).
+    /// Most sequences per run (`batching.max_sequences_per_run`).
     pub sequences: usize,
     /// Most token slots per run (`batching.max_batch_tokens`).
     pub tokens: usize,

@@ -473,9 +473,9 @@ def quantize(src: Path, dst: Path) -> dict:
 def branch_on_padding(src: Path, dst: Path, mask_node: str) -> dict:
     """Writes `src` (a BERT encoder graph, quantized or not) to `dst` as one `If` on
     whether every position of `attention_mask` is attended: a batch without padding runs
-    the encoder without the additive mask (the output of node `mask_node`; each layer's Add of it over the
-    `[batch, heads, seq, seq]` scores left out, and the nodes that only computed it), a
-    padded batch runs it as built. One text per run, the common case for a single
+    the encoder without the additive mask (the output of node `mask_node`: each layer's
+    Add of it over the `[batch, heads, seq, seq]` scores left out, and the nodes that only
+    computed it), a padded batch runs it as built. One text per run, the common case for a single
     request, has no padding. The initializers stay in the outer graph, shared by both
     branches. `mask_node` makes the tensor the layers add: `/mask/Mul` in
     `build_minilm_fp32`'s graphs, `/bert/Where_1` in the PII model's transformers export.

@@ -185,10 +185,10 @@ pub struct LimitsConfig {
     /// default): never (see `jailbreak_sentences_from`).
     pub jailbreak_refine_below: f32,
     /// Jailbreak: most other readings of each text scored besides the text as written
-    /// (0..=8), each scored in windows over what it changed (64 tokens of context on each
-    /// side), within the text's tokens: the text with invisible
-    /// characters as spaces, then as written, each with look-alike letters folded and
-    /// encoded payloads decoded, then each kind of invisible character spaced alone. A text
+    /// (0..=8), each scored only in windows over what it changed, with 64 tokens of context
+    /// on each side: the text with invisible characters as spaces, then as written, each
+    /// with look-alike letters folded and encoded payloads decoded, then each kind of
+    /// invisible character spaced alone. A text
     /// with none of these has no other reading; the bound keeps a text that holds all of
     /// them from costing more than `1 + max_readings` times a plain one.
     pub max_readings: usize,

@@ -78,6 +78,7 @@ TOOL_SOURCES = [
     "kernels/src/onnx.rs",
     "kernels/src/op.rs",
     "kernels/src/attention.rs",
+    "kernels/src/attention/avx512.rs",
     "gpu-daemon/src/model_check.rs",
     "scripts/router_delta.py",
 ]
@@ -113,9 +114,10 @@ class PrepareError(Exception):
 
 # The int8 graph with the fused attention op, built and checked beside the served
 # `model.onnx` (int8, ONNX Runtime's own attention). On this CPU at up to 512 tokens
-# ONNX Runtime's attention path is faster (MiniLM at 512 tokens, 2 threads: 44 ms
-# against 78 ms), so the windowed models serve the unfused graph; the fused one holds
-# attention memory linear in the sequence length, for long-context models.
+# ONNX Runtime's attention path is still as fast or faster (`attention-bench` on the
+# MiniLM fp32 graph at 512 tokens, 2 threads: 82.5 ms against 86.1 ms fused), so the
+# windowed models serve the unfused graph; the fused one holds attention memory linear
+# in the sequence length, for long-context models.
 FUSED_SERVED = "fused-attention/model.onnx"
 
 

@@ -431,7 +431,7 @@ pub fn flash_attention_with_isa(
         .flat_map(|head| head.chunks_mut(QUERY_BLOCK * d))
         .map(Mutex::new)
         .collect();
-    let kernel = select_kernel(isa);
+    let kernel = select_kernel(isa, d);
     let failed = AtomicUsize::new(0);
     // Transpose K once per head (linear memory, the size of K).
     let tile = kernel.tile;
@@ -490,14 +490,21 @@ struct TaskKernel {
     tile: usize,
 }
 
-/// The task function of a variant; callers have checked
-/// [`KernelIsa::is_available`].
-fn select_kernel(isa: KernelIsa) -> TaskKernel {
+/// The task function of a variant for `head_dim`; callers have checked
+/// [`KernelIsa::is_available`]. The AVX-512 variant runs the intrinsics
+/// kernel of `avx512` for the head dimensions it supports (16, 32, 48, 64),
+/// the register-blocked generic kernel for the others.
+fn select_kernel(isa: KernelIsa, head_dim: usize) -> TaskKernel {
     let isa = match isa {
         KernelIsa::Auto => KernelIsa::detect(),
         other => other,
     };
     match isa {
+        #[cfg(target_arch = "x86_64")]
+        KernelIsa::Avx512 if avx512::supports(head_dim) => TaskKernel {
+            task: avx512::task,
+            tile: avx512::TILE,
+        },
         #[cfg(target_arch = "x86_64")]
         KernelIsa::Avx512 => TaskKernel {
             task: x86::task_avx512,
@@ -997,5 +1004,7 @@ pub fn naive_attention(
     Ok(out)
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 #[cfg(test)]
 mod tests;

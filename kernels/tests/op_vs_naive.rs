@@ -46,7 +46,20 @@ fn bias_for(pad: Pad, batch: usize, seq: usize) -> Option<(Vec<f32>, usize)> {
     }
 }
 
+fn available_isas() -> Vec<KernelIsa> {
+    [KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512]
+        .into_iter()
+        .filter(|i| i.is_available())
+        .collect()
+}
+
 fn check(shape: AttentionShape, window: Window, pad: Pad, seed: u64) {
+    check_isa(shape, window, pad, seed, None)
+}
+
+/// [`check`] with one instruction-set variant (two threads), or with the
+/// variant and thread count chosen by `seed` (`None`).
+fn check_isa(shape: AttentionShape, window: Window, pad: Pad, seed: u64, isa: Option<KernelIsa>) {
     let mut rng = Rng(seed);
     let AttentionShape {
         batch,
@@ -98,14 +111,18 @@ fn check(shape: AttentionShape, window: Window, pad: Pad, seed: u64) {
         out
     };
     let reference = select(&reference);
-    // Alternate between one, two and three worker threads, and between the
-    // instruction-set variants this CPU runs, across cases.
-    let isas: Vec<KernelIsa> = [KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512]
-        .into_iter()
-        .filter(|i| i.is_available())
-        .collect();
-    let isa = isas[(seed as usize / 3) % isas.len()];
-    let threads = 1 + (seed % 3) as usize;
+    let (isa, threads) = match isa {
+        Some(isa) => (isa, 2),
+        // Alternate between one, two and three worker threads, and between
+        // the instruction-set variants this CPU runs, across cases.
+        None => {
+            let isas = available_isas();
+            (
+                isas[(seed as usize / 3) % isas.len()],
+                1 + (seed % 3) as usize,
+            )
+        }
+    };
     let mut out = vec![f32::NAN; batch * heads * seq_q * head_dim];
     let runner = ScopedThreads { threads };
     flash_attention_with_isa(isa, &q, &k, &v, kb, shape, params, &mut out, &runner).expect("fused");
@@ -198,6 +215,43 @@ fn fused_matches_reference_with_odd_head_dims_and_cross_lengths() {
             Pad::PerRow(f32::NEG_INFINITY),
             200 + i as u64,
         );
+    }
+}
+
+#[test]
+fn every_variant_matches_reference_across_key_chunks() {
+    // 2,100 keys: three key chunks of the AVX-512 kernel (1,024 keys each)
+    // and dozens of key tiles of the others; head dims of both AVX-512
+    // kernels (16-64: intrinsics; 24 and 128: the generic one).
+    let windows = [
+        Window::GLOBAL,
+        Window::symmetric(700),
+        Window {
+            left: None,
+            right: Some(0),
+        },
+    ];
+    let mut seed = 300;
+    for isa in available_isas() {
+        for head_dim in [16, 24, 32, 48, 64, 128] {
+            for window in windows {
+                seed += 1;
+                let shape = AttentionShape {
+                    batch: 2,
+                    heads: 1,
+                    seq_q: 260,
+                    seq_kv: 2100,
+                    head_dim,
+                };
+                check_isa(
+                    shape,
+                    window,
+                    Pad::PerRow(f32::NEG_INFINITY),
+                    seed,
+                    Some(isa),
+                );
+            }
+        }
     }
 }
 

@@ -9,9 +9,9 @@
 //!
 //! 1. computes the scaled, biased and window-masked scores of the group's rows
 //!    against every key of the chunk into a strip (`ROWS x KEY_CHUNK` floats,
-//!    16 KiB: it stays in L1), from the key tiles that
+//!    24 KiB: it stays in L1), from the key tiles that
 //!    [`flash_attention_with_isa`](super::flash_attention_with_isa) transposed
-//!    once per head (64 columns per tile, 4 x 4 accumulators in registers);
+//!    once per head (64 columns per tile, 6 x 4 accumulators in registers);
 //! 2. takes each row's maximum over the chunk, rescales the row's running sum
 //!    and output by `exp(m_old - m_new)` (the online softmax of Milakov &
 //!    Gimelshein 2018, here across chunks instead of across 64-key tiles),
@@ -41,7 +41,7 @@ use std::arch::x86_64::*;
 use super::{exp_nonpositive, AttentionShape, Lanes, Problem, LANES, QUERY_BLOCK};
 
 /// Query rows whose scores share each key load.
-const ROWS: usize = 4;
+const ROWS: usize = 6;
 /// Vectors of 16 columns per key tile (the key tile is 64 columns wide).
 const TILE_VECTORS: usize = 4;
 /// Key columns per tile, as laid out by the caller.
@@ -371,8 +371,9 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                 &mut o,
             );
 
-            // 3. P V over the chunk's visible keys, two keys per step (two
-            // accumulator sets), then the odd key.
+            // 3. P V over the chunk's visible keys: two keys per step into two
+            // accumulator sets where both fit in registers (head dims 16 and
+            // 32), then one key per step.
             let probs = strip.as_flattened().as_ptr();
             let vp = v.as_ptr();
             let mut j = c0.max(ranges.g_lo);
@@ -380,7 +381,7 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
             // SAFETY (both loops): `j < c1 <= seq_kv` (`j + 1 < c1` in the
             // first), so the rows of `v` (`seq_kv * d` floats) exist; the strip
             // holds `ROWS * KEY_CHUNK` floats and `j - c0 < c1 - c0 <= KEY_CHUNK`.
-            while j + 1 < c1 {
+            while 2 * ROWS * DC <= 24 && j + 1 < c1 {
                 let va: [__m512; DC] =
                     std::array::from_fn(|k| _mm512_loadu_ps(vp.add(j * d + k * LANES)));
                 let vb: [__m512; DC] =
@@ -396,7 +397,7 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                 }
                 j += 2;
             }
-            if j < c1 {
+            while j < c1 {
                 let va: [__m512; DC] =
                     std::array::from_fn(|k| _mm512_loadu_ps(vp.add(j * d + k * LANES)));
                 for r in 0..ROWS {
@@ -405,6 +406,7 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                         o[r][k] = _mm512_fmadd_ps(pa, va[k], o[r][k]);
                     }
                 }
+                j += 1;
             }
             for r in 0..ROWS {
                 for k in 0..DC {

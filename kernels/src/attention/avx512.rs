@@ -193,45 +193,6 @@ fn group_ranges(p: &Problem<'_>, t: &Task<'_>, r0: usize, nr: usize) -> Ranges {
     }
 }
 
-/// Step 1's epilogue for one 64-column tile: bias, window mask, store into
-/// the strip (vectors `tt * 4 ..` of each row), running row maxima.
-#[inline]
-#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
-#[allow(clippy::needless_range_loop)]
-fn store_scores(
-    acc: &[[__m512; TILE_VECTORS]; ROWS],
-    t: &Task<'_>,
-    ranges: &Ranges,
-    ti: usize,
-    tt: usize,
-    strip: &mut [Lanes],
-    cmax: &mut [__m512; ROWS],
-) {
-    let strip_row = KEY_CHUNK / LANES;
-    let neg_inf = _mm512_set1_ps(f32::NEG_INFINITY);
-    for ch in 0..TILE_VECTORS {
-        let col = ti * TILE + ch * LANES;
-        let in_seq = column_mask(col, 0, t.seq_kv);
-        let bias_v = match t.bias {
-            // SAFETY: `bias` holds `seq_kv` floats and the masked load reads
-            // only the lanes below `seq_kv`.
-            Some(bias) if in_seq != 0 => unsafe {
-                _mm512_maskz_loadu_ps(in_seq, bias.as_ptr().wrapping_add(col))
-            },
-            _ => _mm512_setzero_ps(),
-        };
-        for r in 0..ROWS {
-            let mask = column_mask(col, ranges.lo[r], ranges.hi[r]);
-            let s = _mm512_mask_add_ps(neg_inf, mask, acc[r][ch], bias_v);
-            cmax[r] = _mm512_max_ps(cmax[r], s);
-            if let Some(slot) = strip.get_mut(r * strip_row + tt * TILE_VECTORS + ch) {
-                // SAFETY: `slot` is 16 floats.
-                unsafe { _mm512_storeu_ps(slot.as_mut_ptr(), s) };
-            }
-        }
-    }
-}
-
 /// Step 2 for a chunk of `vectors` strip vectors per row: new maxima,
 /// rescaled sums and outputs, probabilities in the strip (zeros for rows
 /// with nothing visible yet).
@@ -314,6 +275,8 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
         return;
     };
     let scale = p.params.scale;
+    let neg_inf = _mm512_set1_ps(f32::NEG_INFINITY);
+    let strip_row = KEY_CHUNK / LANES;
     let mut strip: Vec<Lanes> = vec![[0.0; LANES]; ROWS * KEY_CHUNK / LANES];
     // Pre-scaled queries of a group, transposed: qs[t * ROWS + r].
     let mut qs = [0.0f32; 4 * LANES * ROWS];
@@ -339,7 +302,7 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
             let chunk_tiles = (c1 - c0).div_ceil(TILE);
 
             // 1. Scores into the strip.
-            let mut cmax = [_mm512_set1_ps(f32::NEG_INFINITY); ROWS];
+            let mut cmax = [neg_inf; ROWS];
             for tt in 0..chunk_tiles {
                 let ti = c0 / TILE + tt;
                 // `kt` holds `tiles * d * TILE_VECTORS` vectors and `ti < tiles`.
@@ -358,7 +321,29 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                         }
                     }
                 }
-                store_scores(&acc, &t, &ranges, ti, tt, &mut strip, &mut cmax);
+                // Bias, window mask, into the strip (vectors `tt * 4 ..` of
+                // each row), running row maxima.
+                for ch in 0..TILE_VECTORS {
+                    let col = ti * TILE + ch * LANES;
+                    let in_seq = column_mask(col, 0, seq_kv);
+                    let bias_v = match t.bias {
+                        // SAFETY: `bias` holds `seq_kv` floats and the masked
+                        // load reads only the lanes below `seq_kv`.
+                        Some(bias) if in_seq != 0 => {
+                            _mm512_maskz_loadu_ps(in_seq, bias.as_ptr().wrapping_add(col))
+                        }
+                        _ => _mm512_setzero_ps(),
+                    };
+                    for r in 0..ROWS {
+                        let mask = column_mask(col, ranges.lo[r], ranges.hi[r]);
+                        let s = _mm512_mask_add_ps(neg_inf, mask, acc[r][ch], bias_v);
+                        cmax[r] = _mm512_max_ps(cmax[r], s);
+                        if let Some(slot) = strip.get_mut(r * strip_row + tt * TILE_VECTORS + ch) {
+                            // SAFETY: `slot` is 16 floats.
+                            _mm512_storeu_ps(slot.as_mut_ptr(), s);
+                        }
+                    }
+                }
             }
 
             // 2. Online softmax across chunks.

@@ -88,8 +88,11 @@ async fn a_call_that_cannot_finish_by_its_deadline_is_refused_at_once_and_never_
     assert!(per_unit > 0.0, "{before}");
 
     // A 1 ms deadline: no call can be classified in that time. The daemon refuses it (or,
-    // should tonic's timer fire before the handler has read the request, tonic cancels it).
+    // should tonic's timer fire before the handler has read the request, tonic cancels it;
+    // the client's own timer can also fire first and report `Cancelled` for a call that the
+    // daemon then refuses, so a cancelled call may or may not appear in the daemon's count).
     let mut refused = 0.0;
+    let mut cancelled = 0.0;
     for n in 0..5 {
         let err = client
             .classify(request(prose(n, 1024), Some(Duration::from_millis(1))))
@@ -97,7 +100,7 @@ async fn a_call_that_cannot_finish_by_its_deadline_is_refused_at_once_and_never_
             .expect_err("1 ms is too short for any classification");
         match err.code() {
             tonic::Code::Unavailable => refused += 1.0,
-            tonic::Code::Cancelled => {}
+            tonic::Code::Cancelled => cancelled += 1.0,
             code => panic!("unexpected {code:?}: {err:?}"),
         }
     }
@@ -131,8 +134,14 @@ async fn a_call_that_cannot_finish_by_its_deadline_is_refused_at_once_and_never_
     // None of them reached the models.
     assert_eq!(value(&after, BATCHES), 2.0, "{after}");
     assert_eq!(value(&after, CALLS_RUN), 2.0, "{after}");
-    assert_eq!(value(&after, SHED_DEADLINE), refused, "{after}");
-    assert_eq!(value(&after, UNAVAILABLE), refused, "{after}");
+    // Every refusal the client saw is counted; a cancelled call at most once.
+    for metric in [SHED_DEADLINE, UNAVAILABLE] {
+        let counted = value(&after, metric);
+        assert!(
+            counted >= refused && counted <= refused + cancelled,
+            "{metric}: {counted}, refused {refused}, cancelled {cancelled}: {after}"
+        );
+    }
 
     // The daemon keeps serving calls it can answer in time.
     client

@@ -560,6 +560,15 @@ mod x86 {
     }
 }
 
+/// `ln 2 = LN2_HI + LN2_LO` for the Cody-Waite reduction of the `exp`
+/// kernels: `LN2_HI` has few significant bits, so that `n * LN2_HI` is exact
+/// for `|n| <= 126`.
+const LN2_HI: f32 = 0.693_359_4;
+const LN2_LO: f32 = -2.121_944_4e-4;
+/// Inputs of the `exp` kernels below this give 0 (`exp(-87)` is near the
+/// smallest normal f32).
+const EXP_FLOOR: f32 = -87.0;
+
 /// `exp(x)` for `x <= 0` (and `-inf`), branch-free so that loops over it
 /// vectorise: `x = n ln 2 + r` with integer `n` (Cody-Waite reduction with a
 /// two-part `ln 2`, `|r| <= ln 2 / 2`), `e^r` from its degree-7 Taylor
@@ -570,12 +579,8 @@ pub fn exp_nonpositive(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     // 1.5 * 2^23: adding and subtracting it rounds to the nearest integer.
     const ROUND: f32 = 12_582_912.0;
-    // ln 2 = LN2_HI + LN2_LO, LN2_HI with few significant bits so that
-    // n * LN2_HI is exact for |n| <= 126.
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    let keep = x > -87.0;
-    let xc = if keep { x } else { -87.0 };
+    let keep = x > EXP_FLOOR;
+    let xc = if keep { x } else { EXP_FLOOR };
     let n = (xc * LOG2E + ROUND) - ROUND;
     let r = (xc - n * LN2_HI) - n * LN2_LO;
     let poly = 1.0

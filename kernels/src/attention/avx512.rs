@@ -21,7 +21,7 @@
 //!
 //! Every key is read once per row group; memory beyond the inputs stays
 //! linear in the sequence length (the strip and the key tiles). Against the
-//! portable kernel with 64-key tiles, the row maximum, the rescaling and the
+//! generic kernel's online softmax over 64-key tiles, the row maximum, the rescaling and the
 //! horizontal reductions run once per chunk rather than once per tile, and
 //! `P V` broadcasts each probability from the strip instead of extracting it
 //! from a register.
@@ -38,7 +38,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{exp_nonpositive, AttentionShape, Lanes, Problem, LANES, QUERY_BLOCK};
+use super::{
+    exp_nonpositive, AttentionShape, Lanes, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO, QUERY_BLOCK,
+};
 
 /// Query rows whose scores share each key load.
 const ROWS: usize = 6;
@@ -55,8 +57,7 @@ pub(super) fn supports(head_dim: usize) -> bool {
     head_dim.is_multiple_of(LANES) && (LANES..=4 * LANES).contains(&head_dim)
 }
 
-/// Runs one task; `p.tile` must be [`TILE`] and
-/// `head_dim` [`supports`]ed.
+/// Runs one task; `p.tile` must be [`TILE`] and `head_dim` [`supports`]ed.
 pub(super) fn task(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
     if p.tile != TILE {
         return;
@@ -81,9 +82,7 @@ pub(super) fn task(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn exp_ps(x: __m512) -> __m512 {
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    let floor = _mm512_set1_ps(-87.0);
+    let floor = _mm512_set1_ps(EXP_FLOOR);
     let keep = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, floor);
     let xc = _mm512_max_ps(x, floor);
     let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(

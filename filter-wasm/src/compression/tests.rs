@@ -402,16 +402,16 @@ fn calibration_learns_the_ratio() {
 #[test]
 fn config_parsing_and_validation() {
     let c: CompressionConfig = serde_json::from_str("{}").unwrap();
-    assert_eq!(c.budget_tokens, 512);
+    assert_eq!(c.budget_tokens, 256);
     assert_eq!(c, CompressionConfig::default());
     c.validate().unwrap();
 
     let c: CompressionConfig = serde_json::from_str(
-        r#"{"budget_tokens": 256, "profile": "multi_turn", "weights": {"novelty": 0.2}}"#,
+        r#"{"budget_tokens": 512, "profile": "multi_turn", "weights": {"novelty": 0.2}}"#,
     )
     .unwrap();
     c.validate().unwrap();
-    assert_eq!(c.budget_tokens, 256);
+    assert_eq!(c.budget_tokens, 512);
     let (w, depth, tilt) = c.effective();
     assert_eq!((w.novelty, w.position, depth, tilt), (0.2, 0.45, 0.5, 0.4));
 

@@ -86,7 +86,8 @@ pub struct WeightOverrides {
 #[serde(deny_unknown_fields, default)]
 pub struct CompressionConfig {
     /// Encoder tokens the daemon may receive per request, special tokens included
-    /// (default 256, [`DEFAULT_BUDGET_TOKENS`]). Text that fits `budget_tokens - reserved_tokens` is sent unchanged.
+    /// (default 256, [`DEFAULT_BUDGET_TOKENS`]). Text that fits
+    /// `budget_tokens - reserved_tokens` is sent unchanged.
     pub budget_tokens: u32,
     /// Tokens the encoder adds around the text (`[CLS]` and `[SEP]` for BERT: default 2).
     pub reserved_tokens: u32,

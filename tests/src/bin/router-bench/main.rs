@@ -31,7 +31,10 @@
 //!   (`$EVAL_DIR/benign/documents.jsonl`, default `../shared/eval`, read at run time)
 //!   drawn by a fixed seed, then a short question; the overhead (router p50 − plain p50)
 //!   of each and their ratio, the daemon's time from `x-semroute-timing`, and each
-//!   daemon's RSS after the load.
+//!   daemon's RSS after the load. Both daemons run with `runtime.spinning = false` there
+//!   (two spinning pools would take the cores from each other), so a second table
+//!   measures the served router alone with plain Envoy, on `config/daemon.toml` unchanged
+//!   (spinning pool threads): the configuration a node runs.
 //! - **capacity**: the whole router under load, with the filter's own daemon deadline
 //!   (`daemon.timeout_ms` of `envoy.yaml`) and failure mode: closed-loop clients at each
 //!   concurrency (each client pausing `--think-ms` between an answer and its next request, as

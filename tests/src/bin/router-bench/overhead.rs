@@ -2,45 +2,49 @@
 
 use super::*;
 
-/// The routers of the overhead table: plain Envoy, the router with the daemon on its
-/// served configuration, the router with the daemon on the baseline configuration.
-const OVERHEAD_ROUTERS: usize = 3;
 /// Daemon configurations of the overhead table's two routers (served, baseline).
 const SERVED_DAEMON_CONFIG: &str = "config/daemon.toml";
 const BASELINE_DAEMON_CONFIG: &str = "config/daemon.shipped.toml";
 /// Seed of the overhead table's prompt draw, so that runs send the same prompts.
 const OVERHEAD_SEED: u64 = 0x5eed_0f0e_4d5e;
+/// Seed of the default-configuration table's prompt draw.
+const DEFAULT_CONFIG_SEED: u64 = 0x5eed_0f0e_4d5f;
 
-/// One prompt size of the overhead table, every router measured on the same prompts.
+/// One prompt size, every router measured on the same prompts. Router 0 is plain
+/// Envoy; the others run the filter.
 #[derive(Default)]
 struct OverheadRow {
     tokens: usize,
     /// Body bytes of each prompt sent.
     bytes: Vec<usize>,
-    /// Client latency, ms, per router (plain, served, baseline).
-    ms: [Vec<f64>; OVERHEAD_ROUTERS],
-    /// `x-semroute-timing` entries per router with the filter (served, baseline).
-    timings: [Vec<(String, f64)>; 2],
-    /// Served router: upstream model (or the block) per request.
+    /// Client latency, ms, per router.
+    ms: Vec<Vec<f64>>,
+    /// `x-semroute-timing` entries per router (empty for plain Envoy).
+    timings: Vec<Vec<(String, f64)>>,
+    /// Router 1: upstream model (or the block) per request.
     routed: std::collections::BTreeMap<String, usize>,
-    /// Fallbacks per router with the filter (served, baseline).
-    fallbacks: [usize; 2],
+    /// Fallbacks per router.
+    fallbacks: Vec<usize>,
 }
 
 /// Sends each router in turn a prompt of about `tokens` tokens, a new one per round
-/// (the same prompt to the three routers of a round): `warmup` untimed rounds, then up
-/// to `requests` timed rounds within `max_seconds`.
+/// (the same prompt to every router of a round): `warmup` untimed rounds, then up
+/// to `requests` timed rounds within `max_seconds`. `conns[0]` is plain Envoy.
 fn measure_overhead(
-    conns: &mut [Conn; OVERHEAD_ROUTERS],
+    conns: &mut [Conn],
+    names: &[&str],
     prompts: &mut ProsePrompts,
     tokens: usize,
     warmup: usize,
     requests: usize,
     max_seconds: f64,
 ) -> OverheadRow {
-    const NAMES: [&str; OVERHEAD_ROUTERS] = ["plain", "served", "baseline"];
+    let n = conns.len();
     let mut row = OverheadRow {
         tokens,
+        ms: vec![Vec::new(); n],
+        timings: vec![Vec::new(); n],
+        fallbacks: vec![0; n],
         ..Default::default()
     };
     let started = Instant::now();
@@ -53,8 +57,8 @@ fn measure_overhead(
             row.bytes.push(body.len());
         }
         // Rotate which router goes first, so drift hits all alike.
-        for k in 0..OVERHEAD_ROUTERS {
-            let r = (i + k) % OVERHEAD_ROUTERS;
+        for k in 0..n {
+            let r = (i + k) % n;
             let t = Instant::now();
             let a = conns[r]
                 .post("/v1/chat/completions", &body)
@@ -66,7 +70,7 @@ fn measure_overhead(
                 die(&format!(
                     "status {} from the {} router: {}",
                     a.status,
-                    NAMES[r],
+                    names[r],
                     String::from_utf8_lossy(&a.body)
                 ));
             }
@@ -78,10 +82,10 @@ fn measure_overhead(
                 continue;
             }
             if a.header("x-semroute-fallback").is_some() {
-                row.fallbacks[r - 1] += 1;
+                row.fallbacks[r] += 1;
             }
             if let Some(t) = upstream_timing(&a) {
-                push_timings(&mut row.timings[r - 1], &t);
+                push_timings(&mut row.timings[r], &t);
             }
             if r == 1 {
                 let to = match a.status {
@@ -159,27 +163,13 @@ pub(super) fn overhead(args: &Args) {
     warm_daemon(&mut conns[1]);
     warm_daemon(&mut conns[2]);
     let rss_start = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
-    let mut rows = Vec::new();
-    for &tokens in &args.tokens {
-        let requests = match args.requests {
-            Some(n) => n as usize,
-            None if tokens >= 16_000 => 10,
-            None => 15,
-        };
-        let row = measure_overhead(
-            &mut conns,
-            &mut prompts,
-            tokens,
-            args.warmup,
-            requests,
-            args.max_seconds,
-        );
-        eprintln!(
-            "router-bench: overhead ~{tokens} tokens done ({} requests per router)",
-            row.ms[1].len()
-        );
-        rows.push(row);
-    }
+    let rows = measure_sizes(
+        args,
+        &mut conns,
+        &["plain", "served", "baseline"],
+        &mut prompts,
+        "overhead",
+    );
     let rss_end = [served.daemon_rss_kib(), baseline.daemon_rss_kib()];
     let peak = [&served, &baseline].map(|r| {
         r.daemon
@@ -264,23 +254,23 @@ pub(super) fn overhead(args: &Args) {
             .iter()
             .map(|(m, n)| format!("{m} x{n}"))
             .collect();
-        let pii = named(&row.timings[0], "pii");
+        let pii = named(&row.timings[1], "pii");
         let pii_ran = pii.iter().filter(|&&ms| ms > 0.0).count();
         println!(
             "| ~{} tokens | {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} / {} | {} |",
             row.tokens,
-            t(0, "daemon"),
             t(1, "daemon"),
-            t(0, "inference"),
+            t(2, "daemon"),
             t(1, "inference"),
-            t(0, "encoder"),
-            t(0, "pii"),
+            t(2, "inference"),
+            t(1, "encoder"),
+            t(1, "pii"),
             pii_ran,
             pii.len(),
-            t(0, "filter"),
-            t(0, "compress"),
-            row.fallbacks[0],
+            t(1, "filter"),
+            t(1, "compress"),
             row.fallbacks[1],
+            row.fallbacks[2],
             routed.join(", ")
         );
     }
@@ -295,4 +285,103 @@ pub(super) fn overhead(args: &Args) {
         mib(rss_end[1]),
         mib(peak[1]),
     );
+    drop(conns);
+    drop((served, baseline));
+    default_config(args, &plain);
+}
+
+/// The served router alone with plain Envoy, its daemon on `config/daemon.toml` as it
+/// ships (ONNX Runtime's pool threads spin for work between runs): the configuration the
+/// overhead targets are stated for. The table above cannot measure it, because there
+/// the spinning threads of one daemon would take the cores from the other's runs.
+fn default_config(args: &Args, plain: &Router) {
+    let eval_dir = bench_eval_dir();
+    let mut prompts =
+        ProsePrompts::load(&eval_dir, DEFAULT_CONFIG_SEED).unwrap_or_else(|e| die(&e));
+    eprintln!(
+        "router-bench: starting the router with the daemon on {SERVED_DAEMON_CONFIG} as it ships"
+    );
+    let served = start(RouterOptions {
+        daemon: true,
+        daemon_config: Some(PathBuf::from(SERVED_DAEMON_CONFIG)),
+        filter_config: Some(bench_filter_config()),
+        ..Default::default()
+    });
+    let mut conns = [plain, &served].map(|r| Conn::new(r.layout.port, Duration::ZERO));
+    warm_daemon(&mut conns[1]);
+    let rows = measure_sizes(
+        args,
+        &mut conns,
+        &["plain", "served"],
+        &mut prompts,
+        "default configuration",
+    );
+    let rss = served.daemon_rss_kib();
+    println!();
+    println!("## Router overhead on the default daemon configuration");
+    println!();
+    println!(
+        "- the served router alone with plain Envoy (the baseline router stopped), its daemon on \
+         `{SERVED_DAEMON_CONFIG}` unchanged, so its pool threads spin for work between model runs \
+         as in production; same method as above, prompts drawn with seed {DEFAULT_CONFIG_SEED:#x}; \
+         load average at the end {}",
+        load_average()
+    );
+    println!();
+    println!("| prompt | n | plain p50 | served p50 | served p99 | overhead p50 | overhead p99 | inference | encoder | PII model | filter | fallbacks |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for row in &rows {
+        let q = |r: usize, q: f64| quantile(&row.ms[r], q);
+        let t = |name: &str| f2(quantile(&named(&row.timings[1], name), 0.5));
+        println!(
+            "| ~{} tokens | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            row.tokens,
+            row.ms[1].len(),
+            f2(q(0, 0.5)),
+            f2(q(1, 0.5)),
+            f2(q(1, 0.99)),
+            f2(q(1, 0.5) - q(0, 0.5)),
+            f2(q(1, 0.99) - q(0, 0.99)),
+            t("inference"),
+            t("encoder"),
+            t("pii"),
+            t("filter"),
+            row.fallbacks[1],
+        );
+    }
+    println!();
+    println!("Daemon RSS after the load: {} MiB.", mib(rss));
+}
+
+/// One [`measure_overhead`] row per prompt size of `args.tokens`.
+fn measure_sizes(
+    args: &Args,
+    conns: &mut [Conn],
+    names: &[&str],
+    prompts: &mut ProsePrompts,
+    table: &str,
+) -> Vec<OverheadRow> {
+    let mut rows = Vec::new();
+    for &tokens in &args.tokens {
+        let requests = match args.requests {
+            Some(n) => n as usize,
+            None if tokens >= 16_000 => 10,
+            None => 15,
+        };
+        let row = measure_overhead(
+            conns,
+            names,
+            prompts,
+            tokens,
+            args.warmup,
+            requests,
+            args.max_seconds,
+        );
+        eprintln!(
+            "router-bench: {table} ~{tokens} tokens done ({} requests per router)",
+            row.ms[1].len()
+        );
+        rows.push(row);
+    }
+    rows
 }

@@ -287,24 +287,22 @@ pub(super) fn overhead(args: &Args) {
     );
     drop(conns);
     drop((served, baseline));
-    default_config(args, &plain);
+    default_config(args, &plain, filter, &eval_dir);
 }
 
 /// The served router alone with plain Envoy, its daemon on `config/daemon.toml` as it
 /// ships (ONNX Runtime's pool threads spin for work between runs): the configuration the
 /// overhead targets are stated for. The table above cannot measure it, because there
 /// the spinning threads of one daemon would take the cores from the other's runs.
-fn default_config(args: &Args, plain: &Router) {
-    let eval_dir = bench_eval_dir();
-    let mut prompts =
-        ProsePrompts::load(&eval_dir, DEFAULT_CONFIG_SEED).unwrap_or_else(|e| die(&e));
+fn default_config(args: &Args, plain: &Router, filter: Value, eval_dir: &Path) {
+    let mut prompts = ProsePrompts::load(eval_dir, DEFAULT_CONFIG_SEED).unwrap_or_else(|e| die(&e));
     eprintln!(
         "router-bench: starting the router with the daemon on {SERVED_DAEMON_CONFIG} as it ships"
     );
     let served = start(RouterOptions {
         daemon: true,
         daemon_config: Some(PathBuf::from(SERVED_DAEMON_CONFIG)),
-        filter_config: Some(bench_filter_config()),
+        filter_config: Some(filter),
         ..Default::default()
     });
     let mut conns = [plain, &served].map(|r| Conn::new(r.layout.port, Duration::ZERO));

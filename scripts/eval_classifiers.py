@@ -58,9 +58,9 @@ def fmt(v, pct=False):
     return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
 
 
-def filter_view(rows: list[dict]) -> list[dict]:
+def filter_view(rows: list[dict], compression: dict) -> list[dict]:
     """What the filter sends for each row's text: compressed text and flagged sentences."""
-    comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": FILTER_CONFIG.get("compression", {})} for r in rows])
+    comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": compression} for r in rows])
     return [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
 
 
@@ -98,7 +98,9 @@ def main() -> int:
     ap.add_argument("--split", default="val", choices=["val", "calib"])
     ap.add_argument("--threshold", type=float, default=FILTER_CONFIG["jailbreak"]["threshold"])
     ap.add_argument("--choose-threshold", action="store_true",
-                    help=f"calib split: print the lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks")
+                    help=f"calib split: print the lowest threshold with ≤ {100 * FALSE_BLOCK_TARGET:.1f}%% false blocks")
+    ap.add_argument("--budget-tokens", type=int,
+                    help="the filter's compression budget (default: envoy.yaml's compression.budget_tokens)")
     ap.add_argument("--no-long", action="store_true", help="skip the long-prompt rows")
     ap.add_argument("--no-filter", action="store_true",
                     help="send the texts as they are (no compression, no flagged sentences)")
@@ -114,15 +116,20 @@ def main() -> int:
     rows = [r for r in data.all_rows(args.eval_dir) if r["split"] == args.split]
     if args.split == "calib":
         rows = [r for r in rows if r["task"] == "jailbreak"]
+    compression = dict(FILTER_CONFIG.get("compression", {}))
+    if args.budget_tokens is not None:
+        compression["budget_tokens"] = args.budget_tokens
     print(f"# Router classifiers on the {args.split} split ({len(rows)} rows), config "
-          f"{args.config or 'config/daemon.toml'}, jailbreak threshold {args.threshold}\n")
-    view = [{"text": r["text"]} for r in rows] if args.no_filter else filter_view(rows)
+          f"{args.config or 'config/daemon.toml'}, jailbreak threshold {args.threshold}, "
+          f"compression budget {compression.get('budget_tokens', 'default')} tokens\n")
+    view = [{"text": r["text"]} for r in rows] if args.no_filter else filter_view(rows, compression)
     out = classify(args.config, view, "domain,jailbreak")
     errors = [i for i, o in enumerate(out) if "error" in o]
     if errors:
         sys.exit(f"{len(errors)} rows failed, first: {out[errors[0]]['error']}")
     jb_score = np.array([o["jailbreak"]["score"] for o in out])
-    summary = {"split": args.split, "config": args.config, "threshold": args.threshold}
+    summary = {"split": args.split, "config": args.config, "threshold": args.threshold,
+               "budget_tokens": compression.get("budget_tokens")}
 
     # ---- threshold choice (calib)
     jb_rows = [i for i, r in enumerate(rows) if r["task"] == "jailbreak"]
@@ -219,7 +226,8 @@ def main() -> int:
     if not args.no_long:
         pool = [r for r in rows if r["kind"] == "document"]
         prompts = long_prompts(pool, seed=7)
-        long_out = classify(args.config, filter_view([{"text": p} for _, p in prompts]), "jailbreak")
+        long_out = classify(args.config, filter_view([{"text": p} for _, p in prompts], compression),
+                            "jailbreak")
         print()
         print("| long benign prompt (tokens) | prompts | blocked | max score |\n|---|---:|---:|---:|")
         total = 0

@@ -122,6 +122,25 @@ pub fn build_session(
     config: &RuntimeConfig,
     model: &Path,
 ) -> Result<(Session, ActiveProvider), RuntimeError> {
+    session_with_profile(config, model, None)
+}
+
+/// [`build_session`] with ONNX Runtime's profiler on: every run's node timings go to a
+/// JSON trace named from `profile_prefix`, whose path [`Session::end_profiling`] returns.
+/// For benchmarks: where a model's time goes under the served settings.
+pub fn build_profiling_session(
+    config: &RuntimeConfig,
+    model: &Path,
+    profile_prefix: &Path,
+) -> Result<(Session, ActiveProvider), RuntimeError> {
+    session_with_profile(config, model, Some(profile_prefix))
+}
+
+fn session_with_profile(
+    config: &RuntimeConfig,
+    model: &Path,
+    profile_prefix: Option<&Path>,
+) -> Result<(Session, ActiveProvider), RuntimeError> {
     let env = environment(config)?;
     let ctx = || format!("session for {}", model.display());
     let mut builder = Session::builder(env)
@@ -146,6 +165,11 @@ pub fn build_session(
     // The fused attention op (`com.semroute::FlashAttention`), so that models
     // rewritten by `semroute-daemon model fuse-attention` load.
     builder = semroute_kernels::register(builder).map_err(|e| RuntimeError::ort(ctx(), e))?;
+    if let Some(prefix) = profile_prefix {
+        builder = builder
+            .with_profiling(prefix)
+            .map_err(|e| RuntimeError::ort(ctx(), e))?;
+    }
     let provider = register_provider(config, &mut builder);
     let session = {
         let _one_at_a_time = SESSION_CREATION.lock().unwrap_or_else(|e| e.into_inner());

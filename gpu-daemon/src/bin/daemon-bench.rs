@@ -6,6 +6,10 @@
 //! - batch of 8 vs 8 single calls (cross-request batching);
 //! - gRPC over the Unix socket (the real daemon process) vs in-process.
 //!
+//! Before those: each model's graph as shipped vs as prepared (ms and fidelity), and
+//! where the router encoder's time goes per operator group (ONNX Runtime's profiler),
+//! served graph beside the fused-attention graph.
+//!
 //! Run from the repository root after `make build`: `make bench`.
 
 use std::path::PathBuf;
@@ -13,8 +17,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use ort::value::Tensor;
 use semroute_daemon::config::DaemonConfig;
 use semroute_daemon::engine::{ClassifyInput, Engine, SignalSet};
+use semroute_daemon::models::encoder::SentenceEncoder;
+use semroute_daemon::runtime::build_profiling_session;
 
 const LENGTHS: [usize; 4] = [32, 128, 256, 512];
 const CORPUS: &str = "The committee reviewed the quarterly budget and asked for a detailed \
@@ -115,6 +122,7 @@ fn bench_config() -> DaemonConfig {
 fn main() -> anyhow::Result<()> {
     let config = bench_config();
     graph_table(&config)?;
+    operator_table(&config)?;
     let t = Instant::now();
     let mut engine = Engine::load(&config)?;
     let load_s = t.elapsed().as_secs_f64();
@@ -300,7 +308,6 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
 /// measured here, beside what `make setup` measured against the fp32 source graphs
 /// (`PREPARED.json`).
 fn graph_table(config: &DaemonConfig) -> anyhow::Result<()> {
-    use semroute_daemon::models::encoder::SentenceEncoder;
     use semroute_daemon::models::hf_dir::HfClassifier;
     let mut runtime = config.runtime.clone();
     runtime.intra_threads = std::thread::available_parallelism()
@@ -416,6 +423,182 @@ fn graph_table(config: &DaemonConfig) -> anyhow::Result<()> {
     }
     println!();
     Ok(())
+}
+
+/// Tokens of the pass [`operator_table`] profiles: the filter's compression budget (256
+/// tokens, [CLS]/[SEP] included), what the router encoder reads of any longer prompt.
+const PROFILE_TOKENS: usize = 256;
+/// Profiled runs per graph, after [`PROFILE_WARMUP`] runs left out of the sums.
+const PROFILE_RUNS: usize = 20;
+const PROFILE_WARMUP: usize = 3;
+
+/// The operator groups of an encoder pass, in print order, by ONNX Runtime op type.
+const OP_GROUPS: [(&str, &[&str]); 6] = [
+    (
+        "int8 matmuls: Q, K, V, output, FFN (with their dynamic activation quantization)",
+        &[
+            "DynamicQuantizeMatMul",
+            "MatMulIntegerToFloat",
+            "MatMulInteger",
+            "DynamicQuantizeLinear",
+        ],
+    ),
+    (
+        "attention: scores, softmax, P V (fp32)",
+        &["FusedMatMul", "MatMul", "Softmax", "FlashAttention"],
+    ),
+    (
+        "head split and merge: Transpose, Reshape",
+        &["Transpose", "Reshape"],
+    ),
+    ("GELU", &["Gelu", "BiasGelu", "FastGelu", "Erf"]),
+    (
+        "layer norms and residual adds",
+        &["LayerNormalization", "SkipLayerNormalization", "Add"],
+    ),
+    ("other", &[]),
+];
+
+/// Where the router encoder's time goes: ONNX Runtime's profiler over [`PROFILE_RUNS`]
+/// passes of [`PROFILE_TOKENS`] tokens, node times summed per operator group, for the
+/// served graph and the fused-attention graph (`prepare_models.py`), each on the daemon's
+/// session settings and thread pool. The multiply-accumulates per pass come from the
+/// model's `config.json` (`hidden_size`, `intermediate_size`, `num_hidden_layers`):
+/// `layers * n * (4 h^2 + 2 h i)` in the int8 matmuls, `layers * 2 n^2 h` in attention.
+fn operator_table(config: &DaemonConfig) -> anyhow::Result<()> {
+    let dir = PathBuf::from("build/models/prepared/router");
+    let graphs = [
+        ("served", dir.join("model.onnx")),
+        ("fused attention", dir.join("fused-attention/model.onnx")),
+    ];
+    let hf: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.join("config.json")).context("router config.json")?,
+    )?;
+    let dim = |k: &str| hf.get(k).and_then(|v| v.as_u64()).map(|v| v as f64);
+    let (Some(h), Some(i), Some(layers)) = (
+        dim("hidden_size"),
+        dim("intermediate_size"),
+        dim("num_hidden_layers"),
+    ) else {
+        anyhow::bail!(
+            "router config.json lacks hidden_size, intermediate_size or num_hidden_layers"
+        );
+    };
+    let n = PROFILE_TOKENS as f64;
+    let macs = [
+        layers * n * (4.0 * h * h + 2.0 * h * i),
+        layers * 2.0 * n * n * h,
+    ];
+    let tokenizer = SentenceEncoder::load(&dir, &config.runtime)?.tokenizer;
+    let tok = tokenizer.tokenize(&CORPUS.repeat(64))?;
+    let ids: Vec<u32> = tok.ids.iter().copied().take(PROFILE_TOKENS - 2).collect();
+    let [ids, mask, types] = tokenizer.batch_inputs(&[ids.as_slice()]);
+    // The traces go to a directory of this process's own, removed at the end.
+    let scratch = std::env::temp_dir().join(format!("semroute-op-profile-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch)?;
+    let profile = || -> anyhow::Result<Vec<(&str, OpTimes)>> {
+        let mut columns = Vec::new();
+        for (name, path) in &graphs {
+            if !path.exists() {
+                continue;
+            }
+            let prefix = scratch.join(name.replace(' ', "-"));
+            let (mut session, _) = build_profiling_session(&config.runtime, path, &prefix)?;
+            for _ in 0..PROFILE_WARMUP + PROFILE_RUNS {
+                session.run(ort::inputs![
+                    "input_ids" => Tensor::from_array(ids.clone())?,
+                    "attention_mask" => Tensor::from_array(mask.clone())?,
+                    "token_type_ids" => Tensor::from_array(types.clone())?,
+                ])?;
+            }
+            let trace = session.end_profiling()?;
+            columns.push((*name, op_times(&std::fs::read(&trace)?)?));
+        }
+        Ok(columns)
+    };
+    let columns = profile();
+    std::fs::remove_dir_all(&scratch)?;
+    let columns = columns?;
+    println!("## Where the router encoder's time goes (ONNX Runtime profiler)");
+    println!();
+    println!(
+        "One pass of {PROFILE_TOKENS} tokens, batch 1, the daemon's session settings; ms per pass, mean of {PROFILE_RUNS} passes after {PROFILE_WARMUP} warm-up; GMAC/s = multiply-accumulates per pass / group time. Node times only: the pass total also holds the executor's own time."
+    );
+    println!();
+    let names: Vec<&str> = columns.iter().map(|c| c.0).collect();
+    println!("| operators | {} |", names.join(" | "));
+    println!("|---|{}", "---:|".repeat(names.len()));
+    for (g, (label, _)) in OP_GROUPS.iter().enumerate() {
+        let cells: Vec<String> = columns
+            .iter()
+            .map(|(_, t)| match macs.get(g) {
+                Some(m) if t.groups[g] > 0.0 => {
+                    format!(
+                        "{:.2} ms ({:.0} GMAC/s)",
+                        t.groups[g],
+                        m / t.groups[g] / 1e6
+                    )
+                }
+                _ => format!("{:.2} ms", t.groups[g]),
+            })
+            .collect();
+        println!("| {label} | {} |", cells.join(" | "));
+    }
+    let totals: Vec<String> = columns
+        .iter()
+        .map(|(_, t)| format!("**{:.2} ms**", t.pass))
+        .collect();
+    println!("| pass (model run) | {} |", totals.join(" | "));
+    println!();
+    Ok(())
+}
+
+/// Per-pass times (ms) from an ONNX Runtime profile: each [`OP_GROUPS`] group's node
+/// time and the `model_run` time, over the runs after the first [`PROFILE_WARMUP`].
+struct OpTimes {
+    groups: [f64; OP_GROUPS.len()],
+    pass: f64,
+}
+
+fn op_times(trace: &[u8]) -> anyhow::Result<OpTimes> {
+    let events: Vec<serde_json::Value> = serde_json::from_slice(trace)?;
+    let field = |e: &serde_json::Value, k: &str| e.get(k).and_then(|v| v.as_f64()).unwrap_or(0.0);
+    // Runs in order of their start; node events from the first timed run's start count.
+    let mut runs: Vec<(f64, f64)> = events
+        .iter()
+        .filter(|e| e.get("name").and_then(|n| n.as_str()) == Some("model_run"))
+        .map(|e| (field(e, "ts"), field(e, "dur")))
+        .collect();
+    runs.sort_by(|a, b| a.0.total_cmp(&b.0));
+    anyhow::ensure!(
+        runs.len() > PROFILE_WARMUP,
+        "profile holds {} runs",
+        runs.len()
+    );
+    let from = runs[PROFILE_WARMUP].0;
+    let timed = (runs.len() - PROFILE_WARMUP) as f64;
+    let mut groups = [0f64; OP_GROUPS.len()];
+    for e in &events {
+        let is_node = e.get("cat").and_then(|c| c.as_str()) == Some("Node")
+            && e.get("name")
+                .and_then(|n| n.as_str())
+                .is_some_and(|n| n.ends_with("_kernel_time"));
+        let op = e
+            .pointer("/args/op_name")
+            .and_then(|o| o.as_str())
+            .unwrap_or("");
+        // `If` holds the graph's nodes (the padding branches): its own time counts them twice.
+        if !is_node || field(e, "ts") < from || op == "If" {
+            continue;
+        }
+        let g = OP_GROUPS
+            .iter()
+            .position(|(_, ops)| ops.contains(&op))
+            .unwrap_or(OP_GROUPS.len() - 1);
+        groups[g] += field(e, "dur") / 1e3 / timed;
+    }
+    let pass = runs[PROFILE_WARMUP..].iter().map(|r| r.1).sum::<f64>() / 1e3 / timed;
+    Ok(OpTimes { groups, pass })
 }
 
 fn cosine(a: &[f32], b: &[f32]) -> f64 {

@@ -469,7 +469,29 @@ fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
     v
 }
 
+/// `classify`: [`classify_lines`], ending quietly when the reader of the output closes
+/// it (`semroute-daemon classify ... | head`), as Unix filters do.
 fn classify(
+    config: DaemonConfig,
+    signals: &[String],
+    input: Option<PathBuf>,
+    text: Option<String>,
+) -> anyhow::Result<()> {
+    match classify_lines(config, signals, input, text) {
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe) =>
+        {
+            Ok(())
+        }
+        other => other,
+    }
+}
+
+/// Classifies `text`, or each JSON line of `input` (stdin without it), printing one JSON
+/// result per line. Errors: the engine cannot load, the output cannot be written, or
+/// some inputs could not be classified (each also answered on its own line).
+fn classify_lines(
     config: DaemonConfig,
     signals: &[String],
     input: Option<PathBuf>,

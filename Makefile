@@ -262,7 +262,7 @@ eval: build venv
 # ---------------------------------------------------------------- bench
 
 bench: build
-	@echo "== daemon: latency per signal, sequence length and batch size"
+	@echo "== daemon: model graphs shipped vs prepared, where the encoder's time goes, latency per signal, sequence length and batch size"
 	$(CARGO) run --release -p semroute-daemon --bin daemon-bench
 	@echo "== compression: native, wasm (Wasmtime), in Envoy (V8), classical TextRank baseline"
 	$(CARGO) build --release -p semroute-filter --example compression_bench

@@ -5,36 +5,16 @@
 //! Needs `make setup` (ONNX Runtime and models under build/); fails with a clear message
 //! otherwise.
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod support;
 
-fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("crate inside the workspace")
-        .to_path_buf()
-}
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
 
 /// `semroute-daemon classify` on the default configuration, run from the workspace root
 /// (the configuration's model paths are relative to it), stdin, stdout and stderr piped.
 fn classify_command(signals: &str) -> Command {
-    let root = workspace_root();
-    let ort = std::env::var_os("ORT_DYLIB_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("build/onnxruntime/libonnxruntime.so"));
-    assert!(
-        ort.exists(),
-        "ONNX Runtime missing at {}: run `make setup`",
-        ort.display()
-    );
-    assert!(
-        root.join("build/models/prepared/router/model.onnx")
-            .exists(),
-        "router encoder missing under build/models/prepared: run `make setup`"
-    );
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_semroute-daemon"));
-    cmd.current_dir(&root)
+    cmd.current_dir(support::workspace_root())
         .args([
             "classify",
             "--config",
@@ -42,7 +22,7 @@ fn classify_command(signals: &str) -> Command {
             "--signals",
             signals,
         ])
-        .env("ORT_DYLIB_PATH", ort)
+        .env("ORT_DYLIB_PATH", support::ort_library())
         .env_remove("RUST_BACKTRACE")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -47,7 +47,10 @@ pub fn start_daemon() -> Daemon {
     start_daemon_with(&[])
 }
 
-pub fn start_daemon_with(extra_args: &[&str]) -> Daemon {
+/// The ONNX Runtime library the daemon loads: `$ORT_DYLIB_PATH`, else `make setup`'s
+/// copy under build/. Panics with a clear message when the models or the library are
+/// missing.
+pub fn ort_library() -> PathBuf {
     let root = workspace_root();
     let ort = std::env::var_os("ORT_DYLIB_PATH")
         .map(PathBuf::from)
@@ -58,9 +61,18 @@ pub fn start_daemon_with(extra_args: &[&str]) -> Daemon {
         ort.display()
     );
     assert!(
-        root.join("build/models/minilm/model.onnx").exists(),
+        root.join("build/models/minilm/model.onnx").exists()
+            && root
+                .join("build/models/prepared/router/model.onnx")
+                .exists(),
         "models missing: run `make setup`"
     );
+    ort
+}
+
+pub fn start_daemon_with(extra_args: &[&str]) -> Daemon {
+    let root = workspace_root();
+    let ort = ort_library();
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("daemon.sock");
     let metrics_port = free_port();

@@ -102,7 +102,7 @@ fn classify_ends_quietly_when_the_reader_closes_the_output() {
         out.status
     );
     assert!(
-        !stderr.contains("Broken pipe") && !stderr.contains("Error"),
+        !stderr.contains("Broken pipe") && !stderr.contains("Error:"),
         "stderr:\n{stderr}"
     );
 }

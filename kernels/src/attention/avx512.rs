@@ -37,6 +37,7 @@
 //! so they were slower as well as less precise.
 
 use std::arch::x86_64::*;
+use std::cell::Cell;
 
 use super::{
     exp_nonpositive, AttentionShape, Lanes, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO, QUERY_BLOCK,
@@ -50,6 +51,12 @@ const TILE_VECTORS: usize = 4;
 pub(super) const TILE: usize = TILE_VECTORS * LANES;
 /// Keys per strip (a multiple of [`TILE`]).
 pub(super) const KEY_CHUNK: usize = 1024;
+
+thread_local! {
+    /// Each worker thread's strip (`ROWS x KEY_CHUNK` floats, 24 KiB), kept between its
+    /// tasks instead of allocated and zeroed for each.
+    static STRIP: Cell<Vec<Lanes>> = const { Cell::new(Vec::new()) };
+}
 
 /// Whether this kernel handles `head_dim` (the output of a row group must fit
 /// in registers: at most 4 vectors of 16 per row).
@@ -276,7 +283,10 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
     let scale = p.params.scale;
     let neg_inf = _mm512_set1_ps(f32::NEG_INFINITY);
     let strip_row = KEY_CHUNK / LANES;
-    let mut strip: Vec<Lanes> = vec![[0.0; LANES]; ROWS * KEY_CHUNK / LANES];
+    // This thread's strip from its last task (zeroed when first allocated): every value
+    // a group reads, step 1 has written for that group first.
+    let mut strip = STRIP.take();
+    strip.resize(ROWS * KEY_CHUNK / LANES, [0.0; LANES]);
     // Pre-scaled queries of a group, transposed: qs[t * ROWS + r].
     let mut qs = [0.0f32; 4 * LANES * ROWS];
 
@@ -321,10 +331,20 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                     }
                 }
                 // Bias, window mask, into the strip (vectors `tt * 4 ..` of
-                // each row), running row maxima.
+                // each row), running row maxima. A tile that every row of a
+                // full group sees whole needs no masks (global attention, all
+                // but the last tile).
+                let col0 = ti * TILE;
+                let whole = nr == ROWS
+                    && col0 + TILE <= seq_kv
+                    && (0..ROWS).all(|r| ranges.lo[r] <= col0 && col0 + TILE <= ranges.hi[r]);
                 for ch in 0..TILE_VECTORS {
-                    let col = ti * TILE + ch * LANES;
-                    let in_seq = column_mask(col, 0, seq_kv);
+                    let col = col0 + ch * LANES;
+                    let in_seq = if whole {
+                        u16::MAX
+                    } else {
+                        column_mask(col, 0, seq_kv)
+                    };
                     let bias_v = match t.bias {
                         // SAFETY: `bias` holds `seq_kv` floats and the masked
                         // load reads only the lanes below `seq_kv`.
@@ -334,7 +354,11 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                         _ => _mm512_setzero_ps(),
                     };
                     for r in 0..ROWS {
-                        let mask = column_mask(col, ranges.lo[r], ranges.hi[r]);
+                        let mask = if whole {
+                            u16::MAX
+                        } else {
+                            column_mask(col, ranges.lo[r], ranges.hi[r])
+                        };
                         let s = _mm512_mask_add_ps(neg_inf, mask, acc[r][ch], bias_v);
                         cmax[r] = _mm512_max_ps(cmax[r], s);
                         if let Some(slot) = strip.get_mut(r * strip_row + tt * TILE_VECTORS + ch) {
@@ -401,4 +425,5 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
         }
         write_rows::<DC>(&o, &l, r0, nr, out);
     }
+    STRIP.set(strip);
 }

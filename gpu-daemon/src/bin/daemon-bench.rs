@@ -20,7 +20,7 @@ use anyhow::Context;
 use ort::value::Tensor;
 use semroute_daemon::config::DaemonConfig;
 use semroute_daemon::engine::{ClassifyInput, Engine, SignalSet};
-use semroute_daemon::models::encoder::SentenceEncoder;
+use semroute_daemon::models::tokenizer::WindowTokenizer;
 use semroute_daemon::runtime::build_profiling_session;
 
 const LENGTHS: [usize; 4] = [32, 128, 256, 512];
@@ -308,6 +308,7 @@ fn grpc_table(config: &DaemonConfig) -> anyhow::Result<()> {
 /// measured here, beside what `make setup` measured against the fp32 source graphs
 /// (`PREPARED.json`).
 fn graph_table(config: &DaemonConfig) -> anyhow::Result<()> {
+    use semroute_daemon::models::encoder::SentenceEncoder;
     use semroute_daemon::models::hf_dir::HfClassifier;
     let mut runtime = config.runtime.clone();
     runtime.intra_threads = std::thread::available_parallelism()
@@ -489,7 +490,7 @@ fn operator_table(config: &DaemonConfig) -> anyhow::Result<()> {
         layers * n * (4.0 * h * h + 2.0 * h * i),
         layers * 2.0 * n * n * h,
     ];
-    let tokenizer = SentenceEncoder::load(&dir, &config.runtime)?.tokenizer;
+    let tokenizer = WindowTokenizer::from_file(&dir.join("tokenizer.json"))?;
     let tok = tokenizer.tokenize(&CORPUS.repeat(64))?;
     let ids: Vec<u32> = tok.ids.iter().copied().take(PROFILE_TOKENS - 2).collect();
     let [ids, mask, types] = tokenizer.batch_inputs(&[ids.as_slice()]);

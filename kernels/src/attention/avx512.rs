@@ -302,6 +302,15 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
             }
         }
         let ranges = group_ranges(p, &t, r0, nr);
+        // Keys every row of a full group sees: a tile inside them needs no masks (global
+        // attention: all tiles but the last).
+        let seen_by_all = if nr == ROWS {
+            let lo = ranges.lo.iter().copied().max().unwrap_or(0);
+            let hi = ranges.hi.iter().copied().min().unwrap_or(0);
+            lo..hi.min(seq_kv)
+        } else {
+            0..0
+        };
         let mut m = [f32::NEG_INFINITY; ROWS];
         let mut l = [0.0f32; ROWS];
         let mut o = [[_mm512_setzero_ps(); DC]; ROWS];
@@ -331,13 +340,9 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
                     }
                 }
                 // Bias, window mask, into the strip (vectors `tt * 4 ..` of
-                // each row), running row maxima. A tile that every row of a
-                // full group sees whole needs no masks (global attention, all
-                // but the last tile).
+                // each row), running row maxima.
                 let col0 = ti * TILE;
-                let whole = nr == ROWS
-                    && col0 + TILE <= seq_kv
-                    && (0..ROWS).all(|r| ranges.lo[r] <= col0 && col0 + TILE <= ranges.hi[r]);
+                let whole = seen_by_all.start <= col0 && col0 + TILE <= seen_by_all.end;
                 for ch in 0..TILE_VECTORS {
                     let col = col0 + ch * LANES;
                     let in_seq = if whole {

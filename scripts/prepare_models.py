@@ -805,6 +805,10 @@ def prepare_router(args, out: Path) -> None:
         except router_delta.DeltaError as e:
             raise PrepareError(f"router deltas: {e}") from e
         log(f"router: {step}")
+        config = json.loads((src / "config.json").read_text())
+        if config["num_hidden_layers"] != step["num_hidden_layers"]:
+            config["num_hidden_layers"] = step["num_hidden_layers"]
+            (src / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         meta = _prepare_minilm(args, src, shipped, tmp, key, "router", weights, step)
         shutil.rmtree(tmp / ".unpack")
         env = tool_env()

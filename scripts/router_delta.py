@@ -64,7 +64,8 @@ def verify_checksums(delta_dir: Path) -> dict[str, str]:
 
 def merge(base: dict[str, np.ndarray], delta_path: Path, base_sha: str) -> tuple[dict[str, np.ndarray], dict]:
     """Base weights (no `bert.` prefix) with the deltas applied: for every tuned linear
-    layer W' = W + alpha/r · B·A (B [out, r], A [r, in]); tuned LayerNorms replaced.
+    layer W' = W + alpha/r · B·A (B [out, r], A [r, in]); tuned LayerNorms replaced; only
+    the lowest `num_hidden_layers` encoder layers kept when the deltas name that count.
     Raises when the deltas were trained on other base weights or do not fit them."""
     from safetensors import safe_open
 
@@ -76,6 +77,8 @@ def merge(base: dict[str, np.ndarray], delta_path: Path, base_sha: str) -> tuple
     rank, alpha = int(meta["rank"]), float(meta["alpha"])
     scale = alpha / rank
     out = {k: np.array(v, dtype=np.float32) for k, v in base.items()}
+    layers = kept_layers(out, meta)
+    out = {k: v for k, v in out.items() if layer_of(k) is None or layer_of(k) < layers}
     merged, replaced = 0, 0
     for name, a in tensors.items():
         if name.endswith(".lora_A"):
@@ -94,7 +97,26 @@ def merge(base: dict[str, np.ndarray], delta_path: Path, base_sha: str) -> tuple
         elif not name.endswith(".lora_B"):
             raise DeltaError(f"unexpected tensor {name} in {delta_path}")
     return out, {"step": "merge-deltas", "version": meta.get("version"), "rank": rank, "alpha": alpha,
-                 "layers": meta.get("layers"), "linears_merged": merged, "layernorms_replaced": replaced}
+                 "num_hidden_layers": layers, "layers": meta.get("layers"), "linears_merged": merged,
+                 "layernorms_replaced": replaced}
+
+
+def layer_of(name: str) -> int | None:
+    """The encoder layer a weight belongs to (`encoder.layer.3.…` -> 3), None outside the layers."""
+    if not name.startswith("encoder.layer."):
+        return None
+    return int(name.split(".")[2])
+
+
+def kept_layers(base: dict[str, np.ndarray], meta: dict) -> int:
+    """How many encoder layers the served model keeps, the lowest first: the deltas'
+    `num_hidden_layers` (written by `train_classifiers.py --layers`), else all of the base's.
+    Raises for a count the base weights cannot provide."""
+    have = 1 + max(i for i in map(layer_of, base) if i is not None)
+    want = int(meta.get("num_hidden_layers", have))
+    if not 0 < want <= have:
+        raise DeltaError(f"deltas want {want} encoder layers, the base weights have {have}")
+    return want
 
 
 def _heads(delta_dir: Path) -> list[dict]:

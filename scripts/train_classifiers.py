@@ -13,6 +13,9 @@ attention output, intermediate, output) of the top `--tune-layers` layers, their
 LayerNorms, and both heads. The frozen lower layers run once over the training texts and
 their hidden states are kept ([tokens, 384] per text, fp16), so an epoch costs only the
 tuned layers: this is what makes training fit on two CPU cores in tens of minutes.
+`--layers N` keeps only the lowest N of the base model's layers (the top `--tune-layers`
+of those tuned): a shallower encoder whose pass costs about N/6 of the full one. The deltas then
+record `num_hidden_layers`, and `make setup` builds the served graph with that many layers.
 
 Data and splits: `router_data.py` (train split only; licences that allow redistributing
 derived weights only). Every domain question is also a benign example for the jailbreak
@@ -21,7 +24,7 @@ benign weight.
 
 Outputs in `--out` (default models/router/):
   delta.safetensors   LoRA A [r, in] / B [out, r] per tuned linear layer, the tuned
-                      LayerNorms, fp32; metadata: rank, alpha, layers, base checksum
+                      LayerNorms, fp32; metadata: rank, alpha, layers, num_hidden_layers, base checksum
   domain.json, jailbreak.json   the heads, in the daemon's LinearHead format
   reference.json      head probabilities of the merged fp32 model on models/check_texts.txt,
                       which `make setup` compares the assembled model with
@@ -347,6 +350,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "router"))
     ap.add_argument("--seed", type=int, default=20261202)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--layers", type=int, default=0,
+                    help="encoder layers kept, the lowest first (0: all of the base model's)")
     ap.add_argument("--tune-layers", type=int, default=3)
     ap.add_argument("--rank", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=32.0)
@@ -370,6 +375,11 @@ def main() -> int:
     t0 = time.time()
 
     base, config, tok_path, base_sha = base_files(args.build)
+    base_layers = config["num_hidden_layers"]
+    if args.layers:
+        if not 0 < args.layers <= config["num_hidden_layers"] or args.tune_layers > args.layers:
+            sys.exit(f"--layers must be 1..{config['num_hidden_layers']} and at least --tune-layers")
+        config = dict(config, num_hidden_layers=args.layers)
     tok = Tokenizer.from_file(tok_path)
     tok.no_truncation()
     tok.no_padding()
@@ -454,10 +464,12 @@ def main() -> int:
 
     # ---- export
     os.makedirs(args.out, exist_ok=True)
-    version = f"router-minilm-lora{args.rank}-top{args.tune_layers}-seed{args.seed}"
+    kept = "" if model.n_layers == base_layers else f"-l{model.n_layers}"
+    version = f"router-minilm{kept}-lora{args.rank}-top{args.tune_layers}-seed{args.seed}"
     delta = delta_tensors(model)
     meta = {"rank": str(args.rank), "alpha": str(args.alpha), "layers": ",".join(
         str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
+        "num_hidden_layers": str(model.n_layers),
         "base_sha256": base_sha, "version": version}
     save_file(delta, os.path.join(args.out, "delta.safetensors"), metadata=meta)
     for name, labels, lin in (("domain", data.DOMAIN_LABELS, model.domain),

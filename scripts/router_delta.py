@@ -78,7 +78,7 @@ def merge(base: dict[str, np.ndarray], delta_path: Path, base_sha: str) -> tuple
     scale = alpha / rank
     out = {k: np.array(v, dtype=np.float32) for k, v in base.items()}
     layers = kept_layers(out, meta)
-    out = {k: v for k, v in out.items() if layer_of(k) is None or layer_of(k) < layers}
+    out = {k: v for k, v in out.items() if (i := layer_of(k)) is None or i < layers}
     merged, replaced = 0, 0
     for name, a in tensors.items():
         if name.endswith(".lora_A"):

@@ -377,8 +377,8 @@ def main() -> int:
     base, config, tok_path, base_sha = base_files(args.build)
     base_layers = config["num_hidden_layers"]
     if args.layers:
-        if not 0 < args.layers <= config["num_hidden_layers"] or args.tune_layers > args.layers:
-            sys.exit(f"--layers must be 1..{config['num_hidden_layers']} and at least --tune-layers")
+        if not 0 < args.layers <= base_layers or args.tune_layers > args.layers:
+            sys.exit(f"--layers must be 1..{base_layers} and at least --tune-layers")
         config = dict(config, num_hidden_layers=args.layers)
     tok = Tokenizer.from_file(tok_path)
     tok.no_truncation()

@@ -231,10 +231,12 @@ pub enum PiiAction {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PiiModelPass {
-    /// Only when the filter's risk scan found a personal-data cue in the request (a
-    /// validated pattern, an address or identity context, or a name in context where the
-    /// policy acts on `PERSON`: [`FilterConfig::pii_model_cues`]); otherwise the daemon
-    /// runs its validated patterns alone (`ClassifyRequest.pii_patterns_only`).
+    /// Only when a sentence that compression kept holds a personal-data cue of the
+    /// filter's risk scan (a validated pattern, an address or identity context, or a name
+    /// in context where the policy acts on `PERSON`: [`FilterConfig::pii_model_cues`]);
+    /// the model then reads those sentences and their neighbours. Otherwise the daemon
+    /// runs its validated patterns alone (`ClassifyRequest.pii_patterns_only`), over the
+    /// sentences compression dropped too (`ClassifyRequest.pattern_text`).
     #[default]
     OnCue,
     /// On every request with the PII signal.

@@ -566,7 +566,10 @@ impl HttpFilter {
         };
         // Under `on_cue` the PII model reads only the sentences with a cue and their
         // neighbours (`pii_sentences`), so a long prompt with one address in it costs a
-        // pass over a few sentences, not over the whole budget.
+        // pass over a few sentences, not over the whole budget. Where compression kept no
+        // such sentence (a long document whose cue sentences lost their place to
+        // jailbreak cues), the model has nothing to read: the daemon runs its patterns,
+        // over the dropped sentences too (`pattern_text`).
         let pii_cues = match self.config.pii.model_pass {
             PiiModelPass::OnCue => self.config.pii_model_cues(),
             PiiModelPass::Always => RiskFlags::empty(),
@@ -595,6 +598,9 @@ impl HttpFilter {
         let (scan_text, scan_flagged, scan_pii, scan_pattern_text) = scan
             .map(|c| (c.text, c.flagged_sentences, c.pii_sentences, c.pattern_text))
             .unwrap_or_default();
+        let pii_patterns_only = self.config.pii.model_pass == PiiModelPass::OnCue
+            && compressed.pii_sentences.is_empty()
+            && scan_pii.is_empty();
         let request = classify_request(ClassifyParts {
             request_id: self.request_id.clone(),
             signals,
@@ -603,8 +609,7 @@ impl HttpFilter {
             scan_flagged,
             scan_pii,
             scan_pattern_text,
-            pii_patterns_only: self.config.pii.model_pass == PiiModelPass::OnCue
-                && !risk.intersects(pii_cues),
+            pii_patterns_only,
         });
         let Some(mut request) = request else {
             self.call = Call::Done;

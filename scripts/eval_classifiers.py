@@ -5,7 +5,8 @@ Every row goes the way a request body's text goes: the filter's compressor and r
 (`compress_jsonl`, configured as in envoy.yaml) produce the text and the flagged sentences
 the filter sends, then `semroute-daemon classify` scores them with the configuration under
 test. The decision is the filter's: block when the jailbreak score is at or above its
-threshold (envoy.yaml, or --threshold).
+threshold, or, where the risk scan found an instruction override, at or above its
+override threshold (envoy.yaml, or --threshold and --override-threshold).
 
 Rows and splits come from `router_data.py`; `--split val` (the default) never saw training
 or a threshold choice. `--choose-threshold` runs on the calib split and prints the lowest
@@ -58,10 +59,20 @@ def fmt(v, pct=False):
     return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
 
 
-def filter_view(rows: list[dict], compression: dict) -> list[dict]:
-    """What the filter sends for each row's text: compressed text and flagged sentences."""
+def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], np.ndarray]:
+    """What the filter sends for each row's text (compressed text and flagged sentences),
+    and whether its risk scan found an instruction override in the text."""
     comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": compression} for r in rows])
-    return [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
+    view = [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
+    return view, np.array(["override" in c["risk"] for c in comp], dtype=bool)
+
+
+def blocked_at(score: np.ndarray, override: np.ndarray, t: float, t_override: float | None) -> np.ndarray:
+    """The filter's decision: score at or above `t`, or with an instruction override at or
+    above the lower `t_override` (`jailbreak.override_threshold`; None: `t` alone)."""
+    if t_override is None:
+        return score >= t
+    return (score >= t) | (override & (score >= min(t, t_override)))
 
 
 def classify(config: str | None, rows: list[dict], signals: str) -> list[dict]:
@@ -97,6 +108,11 @@ def main() -> int:
     ap.add_argument("--config", help="daemon configuration (default: the daemon's default, config/daemon.toml)")
     ap.add_argument("--split", default="val", choices=["val", "calib"])
     ap.add_argument("--threshold", type=float, default=FILTER_CONFIG["jailbreak"]["threshold"])
+    ap.add_argument("--override-threshold", type=float,
+                    default=FILTER_CONFIG["jailbreak"].get("override_threshold"),
+                    help="threshold where the risk scan found an instruction override (envoy.yaml's)")
+    ap.add_argument("--no-override-threshold", action="store_true",
+                    help="the threshold alone, as a filter with `override_threshold: null`")
     ap.add_argument("--choose-threshold", action="store_true",
                     help=f"calib split: print the lowest threshold with ≤ {100 * FALSE_BLOCK_TARGET:.1f}%% false blocks")
     ap.add_argument("--budget-tokens", type=int,
@@ -122,13 +138,19 @@ def main() -> int:
     print(f"# Router classifiers on the {args.split} split ({len(rows)} rows), config "
           f"{args.config or 'config/daemon.toml'}, jailbreak threshold {args.threshold}, "
           f"compression budget {compression.get('budget_tokens', 'default')} tokens\n")
-    view = [{"text": r["text"]} for r in rows] if args.no_filter else filter_view(rows, compression)
+    if args.no_override_threshold:
+        args.override_threshold = None
+    if args.no_filter:
+        view, override = [{"text": r["text"]} for r in rows], np.zeros(len(rows), dtype=bool)
+    else:
+        view, override = filter_view(rows, compression)
     out = classify(args.config, view, "domain,jailbreak")
     errors = [i for i, o in enumerate(out) if "error" in o]
     if errors:
         sys.exit(f"{len(errors)} rows failed, first: {out[errors[0]]['error']}")
     jb_score = np.array([o["jailbreak"]["score"] for o in out])
     summary = {"split": args.split, "config": args.config, "threshold": args.threshold,
+               "override_threshold": args.override_threshold,
                "budget_tokens": compression.get("budget_tokens")}
 
     # ---- threshold choice (calib)
@@ -143,13 +165,15 @@ def main() -> int:
             "documents": np.array([i for i in benign if rows[i]["kind"] == "document"]),
         }
         grid = [round(0.5 + 0.01 * k, 3) for k in range(50)] + [0.995, 0.999, 1.0]
-        t = next(g for g in grid if all(np.mean(jb_score[ix] >= g) <= FALSE_BLOCK_TARGET
-                                        for ix in groups.values() if len(ix)))
+        t_o = args.override_threshold
+        t = next(g for g in grid
+                 if all(np.mean(blocked_at(jb_score[ix], override[ix], g, t_o)) <= FALSE_BLOCK_TARGET
+                        for ix in groups.values() if len(ix)))
         y = np.array([rows[i]["jailbreak"] for i in jb_rows])
-        rec = float(np.mean(jb_score[jb_rows][y == 1] >= t))
+        rec = float(np.mean(blocked_at(jb_score[jb_rows], override[jb_rows], t, t_o)[y == 1]))
         sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
-        print(f"Lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks on each calib benign group ({sizes}): "
-              f"**{t}**; calib recall at it {rec:.3f}\n")
+        print(f"Lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks on each calib benign group ({sizes}), "
+              f"override threshold {t_o}: **{t}**; calib recall at it {rec:.3f}\n")
         summary["chosen_threshold"] = t
         args.threshold = t
 
@@ -177,11 +201,12 @@ def main() -> int:
     y = np.array([rows[i]["jailbreak"] for i in jb_rows])
     s = jb_score[jb_rows]
     length = np.array([len(rows[i]["text"]) for i in jb_rows], dtype=float)
-    t = args.threshold
-    blocked = s >= t
+    t, t_o = args.threshold, args.override_threshold
+    blocked = blocked_at(s, override[jb_rows], t, t_o)
+    at = f"threshold {t}" + (f" ({t_o} with an instruction override)" if t_o is not None else "")
     print(f"## Jailbreak: {int((y == 1).sum())} jailbreak / {int((y == 0).sum())} benign rows\n")
     print(f"AUC **{fmt(auc(y, s))}** (length only: {fmt(auc(y, length))}), recall at 1% FPR "
-          f"**{fmt(recall_at_fpr(y, s, 0.01))}** (length only: {fmt(recall_at_fpr(y, length, 0.01))}), at threshold {t}: "
+          f"**{fmt(recall_at_fpr(y, s, 0.01))}** (length only: {fmt(recall_at_fpr(y, length, 0.01))}), at {at}: "
           f"recall **{fmt(float(blocked[y == 1].mean()), True)}**, false blocks "
           f"**{fmt(float(blocked[y == 0].mean()), True)}**\n")
     summary.update(jailbreak_auc=round(auc(y, s), 4), jailbreak_auc_length_only=round(auc(y, length), 4),
@@ -195,7 +220,7 @@ def main() -> int:
         groups[(rows[i]["source"], rows[i]["subset"], rows[i]["jailbreak"])].append(k)
     for (src, sub, lab), ks in sorted(groups.items(), key=lambda x: (x[0][2], x[0][0], x[0][1])):
         ss = s[ks]
-        print(f"| {src}/{sub} | {'jailbreak' if lab else 'benign'} | {len(ks)} | {fmt(float((ss >= t).mean()), True)} | "
+        print(f"| {src}/{sub} | {'jailbreak' if lab else 'benign'} | {len(ks)} | {fmt(float(blocked[ks].mean()), True)} | "
               f"{np.median(ss):.3f} | {ss.max():.3f} |")
     print()
     print("| length band (tokens) | jailbreak | benign | AUC | length-only AUC | recall | false blocks |\n"
@@ -203,9 +228,9 @@ def main() -> int:
     toks = np.array([approx_tokens(rows[i]["text"]) for i in jb_rows])
     for lo, hi in LENGTH_BANDS:
         sel = (toks >= lo) & (toks < hi)
-        yy, ss, ll = y[sel], s[sel], length[sel]
-        rec = float((ss[yy == 1] >= t).mean()) if (yy == 1).any() else float("nan")
-        fb = float((ss[yy == 0] >= t).mean()) if (yy == 0).any() else float("nan")
+        yy, ss, ll, bb = y[sel], s[sel], length[sel], blocked[sel]
+        rec = float(bb[yy == 1].mean()) if (yy == 1).any() else float("nan")
+        fb = float(bb[yy == 0].mean()) if (yy == 0).any() else float("nan")
         band = f"{lo}–{hi}" if hi < 1 << 30 else f"> {lo}"
         print(f"| {band} | {int((yy == 1).sum())} | {int((yy == 0).sum())} | {fmt(auc(yy, ss))} | {fmt(auc(yy, ll))} | "
               f"{fmt(rec, True)} | {fmt(fb, True)} |")
@@ -226,14 +251,15 @@ def main() -> int:
     if not args.no_long:
         pool = [r for r in rows if r["kind"] == "document"]
         prompts = long_prompts(pool, seed=7)
-        long_out = classify(args.config, filter_view([{"text": p} for _, p in prompts], compression),
-                            "jailbreak")
+        long_view, long_override = filter_view([{"text": p} for _, p in prompts], compression)
+        long_out = classify(args.config, long_view, "jailbreak")
+        long_blocked = blocked_at(np.array([o["jailbreak"]["score"] for o in long_out]), long_override, t, t_o)
         print()
         print("| long benign prompt (tokens) | prompts | blocked | max score |\n|---|---:|---:|---:|")
         total = 0
         for length in LONG_LENGTHS:
             sc = [o["jailbreak"]["score"] for (n, _), o in zip(prompts, long_out) if n == length]
-            b = sum(v >= t for v in sc)
+            b = int(sum(bl for (n, _), bl in zip(prompts, long_blocked) if n == length))
             total += b
             print(f"| ~{length} | {len(sc)} | {b} | {max(sc):.3f} |")
         print(f"\nLong benign prompts blocked: **{total}** of {len(prompts)} (target 0)")

@@ -1,8 +1,9 @@
 //! Compresses JSON lines with the filter's compressor, natively: one
 //! `{"text": ..., "budget_tokens": N?, "config": {...}?}` per input line (stdin; `config` is a
 //! `compression` object as in the filter's configuration, budget_tokens overrides its budget), one
-//! `{"text", "original_tokens", "kept_tokens", "compressed", "finish_us", ...}`
-//! per output line. Used by `scripts/eval_compression.py` to compare
+//! `{"text", "original_tokens", "kept_tokens", "compressed", "finish_us", ..., "risk"}`
+//! per output line (`risk`: the kinds the risk scan found in the whole text, as the
+//! filter's policy reads them). Used by `scripts/eval_compression.py` to compare
 //! decisions with and without compression on the very text the filter would
 //! send.
 //!
@@ -46,6 +47,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "risk_flagged_sentences": c.risk_flagged_sentences,
             "flagged_sentences": c.flagged_sentences.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
             "overflow": c.overflow,
+            "risk": c.risk.names().collect::<Vec<_>>(),
         });
         writeln!(out, "{result}")?;
     }

@@ -192,8 +192,17 @@ pub enum JailbreakAction {
 pub struct JailbreakPolicy {
     /// Whether the signal is requested and acted on.
     pub enabled: bool,
-    /// Score at or above which a request counts as a jailbreak, 0..=1.
+    /// Score at or above which a request counts as a jailbreak, 0..=1. The default 0.999
+    /// is the lowest at which the router's own classifier (`models/router`) blocks at most
+    /// 0.5% of the ordinary requests and of the document passages of its calibration split
+    /// (`scripts/eval_classifiers.py --choose-threshold`).
     pub threshold: f32,
+    /// The threshold for a request in which the filter's risk scan found an instruction
+    /// override ("ignore all previous instructions", [`crate::risk::RiskFlags::OVERRIDE`])
+    /// in the text or the scan text; the lower of the two applies. Ordinary requests
+    /// almost never hold one, and an injection buried in a paragraph of prose scores
+    /// about 0.99, below the general threshold. Default 0.99; `null`: `threshold` alone.
+    pub override_threshold: Option<f32>,
     /// Block or mark.
     pub action: JailbreakAction,
     /// With `action: block`: when the daemon cannot classify a request (a timeout, an
@@ -209,9 +218,21 @@ impl Default for JailbreakPolicy {
     fn default() -> Self {
         JailbreakPolicy {
             enabled: true,
-            threshold: 0.99,
+            threshold: 0.999,
+            override_threshold: Some(0.99),
             action: JailbreakAction::Block,
             fail_closed_on_cue: true,
+        }
+    }
+}
+
+impl JailbreakPolicy {
+    /// The score at or above which a request counts as a jailbreak: `threshold`, or the
+    /// lower `override_threshold` where the risk scan found an instruction override.
+    pub fn threshold_for(&self, instruction_override: bool) -> f32 {
+        match self.override_threshold {
+            Some(t) if instruction_override => t.min(self.threshold),
+            _ => self.threshold,
         }
     }
 }
@@ -488,6 +509,16 @@ impl FilterConfig {
                 "must be greater than 0 and at most 1",
             ));
         }
+        if self
+            .jailbreak
+            .override_threshold
+            .is_some_and(|t| !(t > 0.0 && t <= 1.0))
+        {
+            return Err(invalid(
+                "jailbreak.override_threshold",
+                "must be greater than 0 and at most 1",
+            ));
+        }
         check_unit("pii.min_score".into(), Some(self.pii.min_score))?;
         match (&self.pii.action, &self.pii.route_model) {
             (PiiAction::Route, None) => {
@@ -663,6 +694,10 @@ mod tests {
             (
                 r#"{"default_model":"m","jailbreak":{"threshold":1.5}}"#,
                 "jailbreak.threshold",
+            ),
+            (
+                r#"{"default_model":"m","jailbreak":{"override_threshold":0}}"#,
+                "jailbreak.override_threshold",
             ),
             (
                 r#"{"default_model":"m","pii":{"action":"route"}}"#,

@@ -173,6 +173,9 @@ pub struct HttpFilter {
     /// The risk scan flagged a jailbreak cue in the text or the scan text
     /// ([`RequestFacts::jailbreak_cue`]).
     jailbreak_cue: bool,
+    /// The risk scan found an instruction override in the text or the scan text
+    /// ([`RequestFacts::instruction_override`]).
+    instruction_override: bool,
     /// Entity types the risk scan found with a validated pattern
     /// ([`RequestFacts::pattern_pii`]).
     pattern_pii: Vec<&'static str>,
@@ -260,6 +263,7 @@ impl HttpFilter {
             compress_us: 0,
             daemon_us: None,
             jailbreak_cue: false,
+            instruction_override: false,
             pattern_pii: Vec::new(),
             daemon_timings: None,
             cpu_us: 0,
@@ -547,6 +551,7 @@ impl HttpFilter {
             requested_model: requested.as_deref(),
             auto,
             jailbreak_cue: false,
+            instruction_override: false,
             pattern_pii: &[],
         };
         let signals = policy::signals_needed(&self.config, auto);
@@ -590,6 +595,8 @@ impl HttpFilter {
             .union(scan.as_ref().map_or(RiskFlags::empty(), |c| c.risk));
         self.jailbreak_cue = risk.intersects(SCORED_ALONE);
         facts.jailbreak_cue = self.jailbreak_cue;
+        self.instruction_override = risk.contains(RiskFlags::OVERRIDE);
+        facts.instruction_override = self.instruction_override;
         let pattern_pii = pattern_types(risk);
         self.pattern_pii = pattern_pii.clone();
         facts.pattern_pii = &pattern_pii;
@@ -689,6 +696,7 @@ impl HttpFilter {
             requested_model: requested.as_deref(),
             auto,
             jailbreak_cue: self.jailbreak_cue,
+            instruction_override: self.instruction_override,
             pattern_pii: &self.pattern_pii,
         };
         let verdict = if status_code != 0 {
@@ -835,7 +843,7 @@ impl HttpFilter {
             host.set_request_header(&cfg.header("fallback"), reason.as_str());
         }
         if let Some(score) = route.jailbreak_mark {
-            host.set_request_header(&cfg.header("jailbreak"), &format!("{score:.3}"));
+            host.set_request_header(&cfg.header("jailbreak"), &format!("{score:.4}"));
         }
         host.set_request_header(&cfg.header("timing"), &self.timing(host.now_us()));
         self.applied = Some(route);

@@ -63,6 +63,9 @@ pub struct RequestFacts<'a> {
     /// kind in [`crate::compression::SCORED_ALONE`]); see
     /// [`crate::config::JailbreakPolicy::fail_closed_on_cue`].
     pub jailbreak_cue: bool,
+    /// The risk scan found an instruction override in the text or the scan text (see
+    /// [`crate::config::JailbreakPolicy::override_threshold`]).
+    pub instruction_override: bool,
     /// Entity types of the values the filter's risk scan found with a validated pattern
     /// (`EMAIL_ADDRESS`, `PHONE_NUMBER`, `CREDIT_CARD`, `IBAN_CODE`, `US_SSN`,
     /// `IP_ADDRESS`); see [`crate::config::PiiPolicy::fail_closed_on_pattern`].
@@ -271,14 +274,14 @@ fn matches(
 pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyResponse) -> Verdict {
     let mut jailbreak_mark = None;
     if config.jailbreak.enabled {
+        let threshold = config.jailbreak.threshold_for(facts.instruction_override);
         if let Some(j) = &reply.jailbreak {
-            if j.score >= config.jailbreak.threshold {
+            if j.score >= threshold {
                 match config.jailbreak.action {
                     JailbreakAction::Block => {
                         log::info!(
-                            "semroute: blocked: jailbreak score {:.3} >= threshold {:.3}",
+                            "semroute: blocked: jailbreak score {:.4} >= threshold {threshold:.4}",
                             j.score,
-                            config.jailbreak.threshold
                         );
                         return Verdict::Reject {
                             error: ErrorResponse::blocked(
@@ -410,6 +413,7 @@ mod tests {
         requested_model: Some("auto"),
         auto: true,
         jailbreak_cue: false,
+        instruction_override: false,
         pattern_pii: &[],
     };
 
@@ -441,6 +445,7 @@ mod tests {
             requested_model: Some("gpt-x"),
             auto: false,
             jailbreak_cue: false,
+            instruction_override: false,
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
@@ -449,19 +454,50 @@ mod tests {
         assert_eq!(r.decision, "passthrough");
     }
 
-    #[test]
-    fn jailbreak_blocks_or_marks() {
-        let c = config("");
-        match decide(&c, AUTO, &reply("math", 0.9, 0.995, &[])) {
+    fn blocked(v: Verdict) -> bool {
+        match v {
             Verdict::Reject { error, decision } => {
                 assert_eq!(error.status, 403);
                 assert_eq!(decision, "jailbreak-block");
+                true
             }
-            v => panic!("{v:?}"),
+            Verdict::Route(_) => false,
         }
+    }
+
+    #[test]
+    fn jailbreak_blocks_or_marks() {
+        let c = config("");
+        assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[]))));
+        // Below the default threshold (0.999).
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[])));
+        assert_eq!(r.jailbreak_mark, Some(0.9995));
         let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[])));
+        assert_eq!(r.jailbreak_mark, None);
+    }
+
+    #[test]
+    fn an_instruction_override_lowers_the_threshold() {
+        let over = RequestFacts {
+            instruction_override: true,
+            ..AUTO
+        };
+        let c = config("");
+        assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.995, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.98, &[]))));
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[]))));
+        let c = config(r#","jailbreak":{"action":"mark"}"#);
+        let r = route(decide(&c, over, &reply("math", 0.9, 0.995, &[])));
         assert_eq!(r.jailbreak_mark, Some(0.995));
+        // `null`: the general threshold alone.
+        let c = config(r#","jailbreak":{"override_threshold":null}"#);
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.995, &[]))));
+        // The lower of the two applies.
+        let c = config(r#","jailbreak":{"threshold":0.9,"override_threshold":0.95}"#);
+        assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.92, &[]))));
+        assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.92, &[]))));
     }
 
     #[test]
@@ -482,6 +518,7 @@ mod tests {
             requested_model: Some("gpt-x"),
             auto: false,
             jailbreak_cue: false,
+            instruction_override: false,
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));

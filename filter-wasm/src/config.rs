@@ -193,8 +193,9 @@ pub struct JailbreakPolicy {
     /// Whether the signal is requested and acted on.
     pub enabled: bool,
     /// Score at or above which a request counts as a jailbreak, 0..=1. The default 0.999
-    /// is the lowest at which the router's own classifier (`models/router`) blocks at most
-    /// 0.5% of the ordinary requests and of the document passages of its calibration split
+    /// is the lowest at which the router's own classifier (`models/router`), with
+    /// `override_threshold` at its default, blocks at most 0.5% of the ordinary requests
+    /// and of the document passages of its calibration split
     /// (`scripts/eval_classifiers.py --choose-threshold`).
     pub threshold: f32,
     /// The threshold for a request in which the filter's risk scan found an instruction

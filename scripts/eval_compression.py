@@ -19,7 +19,8 @@ with an unlimited budget. Reported per length:
 
 - domain agreement: same domain label; and the accuracy of both labels
   against the prompt's MMLU-Pro category;
-- jailbreak agreement: same decision at the filter's threshold; and, since
+- jailbreak agreement: the same decision as the filter's (its threshold, or its
+  override threshold where the risk scan found an instruction override); and, since
   the whole prompt's decision can come from its filler, the accuracy of both
   decisions against the planted text's label;
 - PII routing agreement: the same decision under the PII policy of
@@ -91,6 +92,17 @@ def filter_config(path=os.path.join(ROOT, "envoy.yaml")):
 # compression settings.
 FILTER_CONFIG = filter_config()
 JB_THRESHOLD = FILTER_CONFIG["jailbreak"]["threshold"]
+JB_OVERRIDE_THRESHOLD = FILTER_CONFIG["jailbreak"].get("override_threshold")
+
+
+def jailbreak_blocked(score, risk):
+    """The filter's jailbreak decision: the score at or above `jailbreak.threshold`, or at
+    or above the lower `jailbreak.override_threshold` where the risk scan found an
+    instruction override (`risk`: the kinds `compress_jsonl` reports for the whole text)."""
+    t = JB_THRESHOLD
+    if JB_OVERRIDE_THRESHOLD is not None and "override" in risk:
+        t = min(t, JB_OVERRIDE_THRESHOLD)
+    return score >= t
 PII_ALLOW = set(FILTER_CONFIG["pii"]["allow"])
 PII_MIN_SCORE = FILTER_CONFIG["pii"]["min_score"]
 COMPRESSION = FILTER_CONFIG.get("compression", {})
@@ -273,6 +285,10 @@ def main():
         full = classify([rows_full[i] for i in idx], sig_of(signal))
         small = classify([rows_comp[i] for i in idx], sig_of(signal))
         for j, i in enumerate(idx):
+            if signal == "jailbreak":
+                # The risk scan reads the whole prompt either way, so one cue for both.
+                for r in (full[j], small[j]):
+                    r["blocked"] = jailbreak_blocked(r["jailbreak"]["score"], comp[i]["risk"])
             results[i] = (full[j], small[j])
     classify_s = time.time() - t1
 
@@ -291,11 +307,11 @@ def main():
         dom_cat = [categories[i] for i, c in enumerate(cases) if c[0] == "domain" and c[1] == length]
         d_full = sum(f["domain"]["label"] == k for (f, _), k in zip(dom, dom_cat)) / max(len(dom), 1)
         d_comp = sum(s["domain"]["label"] == k for (_, s), k in zip(dom, dom_cat)) / max(len(dom), 1)
-        j_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in jb) / max(len(jb), 1)
+        j_agree = sum(f["blocked"] == s["blocked"] for f, s in jb) / max(len(jb), 1)
         jb_idx = [i for i, c in enumerate(cases) if c[0] == "jailbreak" and c[1] == length]
         labels = [rows_target[i] in jailbreak_texts for i in jb_idx]
-        j_full = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
-        j_comp = sum((s["jailbreak"]["score"] > JB_THRESHOLD) == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
+        j_full = sum(f["blocked"] == l for (f, _), l in zip(jb, labels)) / max(len(jb), 1)
+        j_comp = sum(s["blocked"] == l for (_, s), l in zip(jb, labels)) / max(len(jb), 1)
         found = total = p_found = p_total = p_text = a_found = a_total = o_found = 0
         acts_on = lambda e: e["type"] not in PII_ALLOW and e.get("score", 1.0) >= PII_MIN_SCORE
         routes = lambda r: any(acts_on(e) for e in r.get("pii", []))
@@ -334,12 +350,12 @@ def main():
                         a_found += hit
                         o_found += overlapped(fb[e["start"]:e["end"]])
         # Jailbreak disagreements, split by which decision matches the planted text's label.
-        comp_right = sum(((s["jailbreak"]["score"] > JB_THRESHOLD) == l) and ((f["jailbreak"]["score"] > JB_THRESHOLD) != l)
+        comp_right = sum((s["blocked"] == l) and (f["blocked"] != l)
                          for (f, s), l in zip(jb, labels))
-        whole_right = sum(((f["jailbreak"]["score"] > JB_THRESHOLD) == l) and ((s["jailbreak"]["score"] > JB_THRESHOLD) != l)
+        whole_right = sum((f["blocked"] == l) and (s["blocked"] != l)
                           for (f, s), l in zip(jb, labels))
-        whole_ok = [(f, s) for (f, s), l in zip(jb, labels) if (f["jailbreak"]["score"] > JB_THRESHOLD) == l]
-        ok_agree = sum((f["jailbreak"]["score"] > JB_THRESHOLD) == (s["jailbreak"]["score"] > JB_THRESHOLD) for f, s in whole_ok)
+        whole_ok = [(f, s) for (f, s), l in zip(jb, labels) if f["blocked"] == l]
+        ok_agree = sum(f["blocked"] == s["blocked"] for f, s in whole_ok)
         if jb:
             jb_split.append((length, len(jb), comp_right, whole_right, ok_agree, len(whole_ok)))
         trunc = sum(f.get("truncated", False) for f, _ in dom + jb + pi)

@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import router_data as data  # noqa: E402
-from eval_compression import FILTER_CONFIG, run_jsonl  # noqa: E402
+from eval_compression import FILTER_CONFIG, jailbreak_blocked, run_jsonl  # noqa: E402
 from heads import recall_at_fpr, roc_auc as auc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -65,14 +65,6 @@ def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], np.nda
     comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": compression} for r in rows])
     view = [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
     return view, np.array(["override" in c["risk"] for c in comp], dtype=bool)
-
-
-def blocked_at(score: np.ndarray, override: np.ndarray, t: float, t_override: float | None) -> np.ndarray:
-    """The filter's decision: score at or above `t`, or with an instruction override at or
-    above the lower `t_override` (`jailbreak.override_threshold`; None: `t` alone)."""
-    if t_override is None:
-        return score >= t
-    return (score >= t) | (override & (score >= min(t, t_override)))
 
 
 def classify(config: str | None, rows: list[dict], signals: str) -> list[dict]:
@@ -167,10 +159,10 @@ def main() -> int:
         grid = [round(0.5 + 0.01 * k, 3) for k in range(50)] + [0.995, 0.999, 1.0]
         t_o = args.override_threshold
         t = next(g for g in grid
-                 if all(np.mean(blocked_at(jb_score[ix], override[ix], g, t_o)) <= FALSE_BLOCK_TARGET
+                 if all(np.mean(jailbreak_blocked(jb_score[ix], override[ix], g, t_o)) <= FALSE_BLOCK_TARGET
                         for ix in groups.values() if len(ix)))
         y = np.array([rows[i]["jailbreak"] for i in jb_rows])
-        rec = float(np.mean(blocked_at(jb_score[jb_rows], override[jb_rows], t, t_o)[y == 1]))
+        rec = float(np.mean(jailbreak_blocked(jb_score[jb_rows], override[jb_rows], t, t_o)[y == 1]))
         sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
         print(f"Lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks on each calib benign group ({sizes}), "
               f"override threshold {t_o}: **{t}**; calib recall at it {rec:.3f}\n")
@@ -202,7 +194,7 @@ def main() -> int:
     s = jb_score[jb_rows]
     length = np.array([len(rows[i]["text"]) for i in jb_rows], dtype=float)
     t, t_o = args.threshold, args.override_threshold
-    blocked = blocked_at(s, override[jb_rows], t, t_o)
+    blocked = jailbreak_blocked(s, override[jb_rows], t, t_o)
     at = f"threshold {t}" + (f" ({t_o} with an instruction override)" if t_o is not None else "")
     print(f"## Jailbreak: {int((y == 1).sum())} jailbreak / {int((y == 0).sum())} benign rows\n")
     print(f"AUC **{fmt(auc(y, s))}** (length only: {fmt(auc(y, length))}), recall at 1% FPR "
@@ -253,7 +245,7 @@ def main() -> int:
         prompts = long_prompts(pool, seed=7)
         long_view, long_override = filter_view([{"text": p} for _, p in prompts], compression)
         long_out = classify(args.config, long_view, "jailbreak")
-        long_blocked = blocked_at(np.array([o["jailbreak"]["score"] for o in long_out]), long_override, t, t_o)
+        long_blocked = jailbreak_blocked(np.array([o["jailbreak"]["score"] for o in long_out]), long_override, t, t_o)
         print()
         print("| long benign prompt (tokens) | prompts | blocked | max score |\n|---|---:|---:|---:|")
         total = 0

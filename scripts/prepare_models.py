@@ -14,7 +14,8 @@ every step passed:
            dequantized into a plain fp32 `MatMul`, checked against the 4-bit
            graph;
 
-then, for both: ONNX Runtime `quantize_dynamic` (int8 weights, per channel) of
+then, for both: ONNX Runtime `quantize_dynamic` (int8 weights, per channel; on
+x86 without VNNI stored as uint8 + 128, see `int8_weights_as_uint8`) of
 the fp32 graph into the served `model.onnx`, and `semroute-daemon model
 fuse-attention` (attention blocks into `com.semroute::FlashAttention`, verified
 by the rewrite itself) followed by the same quantization into
@@ -460,16 +461,56 @@ def quantize(src: Path, dst: Path) -> dict:
     )
     typed.unlink()
     m = onnx.load(str(dst))
+    shifted = 0
+    if int8_products_saturate():
+        shifted = int8_weights_as_uint8(m)
+        onnx.save(m, str(dst))
     hist = op_histogram(m)
     return {
         "tool": f"onnxruntime {onnxruntime.__version__} quantize_dynamic",
-        "weight_type": "QInt8",
+        "weight_type": "QInt8" + (" stored as uint8 + 128 (x86 without VNNI)" if shifted else ""),
         "per_channel": True,
         "reduce_range": False,
         "op_types_to_quantize": ["MatMul", "Gemm"],
         "seconds": round(time.time() - t, 1),
         "ops_after": hist,
     }
+
+
+def int8_weights_as_uint8(model: onnx.ModelProto) -> int:
+    """Rewrites in place every `MatMulInteger` whose weight (input 1) and weight zero
+    point (input 3) are int8 initializers to uint8 ones, both shifted by 128. The product
+    `(a - a_zero) x (w - w_zero)` is unchanged, so the result is exactly the int8
+    graph's where that is computed without saturation; returns the nodes rewritten.
+
+    For x86 CPUs without VNNI (`int8_products_saturate`): there ONNX Runtime's uint8 x
+    int8 kernels clamp pair sums at 16 bits, and its session entry that converts the
+    weights at load (`session.x64quantprecision`, which the daemon sets) does not reach
+    the nodes inside the padding branch's `If` (their weights are initializers of the
+    outer graph). The uint8 x uint8 kernels are exact on every CPU, slower than VNNI's."""
+    g = model.graph
+    inits = {i.name: i for i in g.initializer}
+    rewritten = 0
+    for n in g.node:
+        if n.op_type != "MatMulInteger" or len(n.input) < 4:
+            continue
+        w, zp = inits.get(n.input[1]), inits.get(n.input[3])
+        if w is None or zp is None or w.data_type != TensorProto.INT8 or zp.data_type != TensorProto.INT8:
+            continue
+        for slot, init in ((1, w), (3, zp)):
+            shifted = (numpy_helper.to_array(init).astype(np.int16) + 128).astype(np.uint8)
+            name = f"{init.name}_uint8"
+            if name not in inits:
+                new = numpy_helper.from_array(shifted, name)
+                g.initializer.append(new)
+                inits[name] = new
+            n.input[slot] = name
+        rewritten += 1
+    still_used = {x for n in g.node for x in n.input}
+    keep = [i for i in g.initializer if i.name in still_used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    return rewritten
 
 
 def branch_on_padding(src: Path, dst: Path, mask_node: str) -> dict:
@@ -534,6 +575,21 @@ def branch_on_padding(src: Path, dst: Path, mask_node: str) -> dict:
     return {"nodes_left_out_without_padding": removed, "seconds": round(time.time() - t, 1)}
 
 
+def int8_products_saturate() -> bool:
+    """Whether this CPU is x86 without VNNI, where ONNX Runtime's uint8 x int8 kernels
+    saturate pair sums at 16 bits unless a session sets `session.x64quantprecision`: the
+    daemon's rule (`runtime::int8_products_saturate`), read from /proc/cpuinfo's flags."""
+    import platform
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return True
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return not ({"avx512_vnni", "avx_vnni"} & set(flags))
+
+
 MIN_COSINE_PADDED = 0.98
 MIN_ARGMAX_PADDED = 0.99
 
@@ -550,6 +606,8 @@ def check_padded_batches(reference: Path, candidate: Path, what: str, kind: str,
     rng = np.random.default_rng(seed)
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
+    if int8_products_saturate():
+        opts.add_session_config_entry("session.x64quantprecision", "1")
     sessions = [onnxruntime.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"])
                 for p in (reference, candidate)]
     worst, agree, attended = 1.0, 0, 0
@@ -661,6 +719,8 @@ def cache_key(args, sources: list[Path]) -> dict:
         "check_texts": sha256(args.check_texts),
         "tools": {s: sha256(ROOT / s) for s in TOOL_SOURCES},
         "python": {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__},
+        # The stored weight type depends on the CPU (`int8_weights_as_uint8`).
+        "int8_weights": "uint8" if int8_products_saturate() else "int8",
     }
     parts["key"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
     return parts

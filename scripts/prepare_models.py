@@ -14,8 +14,7 @@ every step passed:
            dequantized into a plain fp32 `MatMul`, checked against the 4-bit
            graph;
 
-then, for both: ONNX Runtime `quantize_dynamic` (int8 weights, per channel; on
-x86 without VNNI stored as uint8 + 128, see `int8_weights_as_uint8`) of
+then, for both: ONNX Runtime `quantize_dynamic` (int8 weights, per channel) of
 the fp32 graph into the served `model.onnx`, and `semroute-daemon model
 fuse-attention` (attention blocks into `com.semroute::FlashAttention`, verified
 by the rewrite itself) followed by the same quantization into
@@ -81,6 +80,7 @@ TOOL_SOURCES = [
     "kernels/src/attention.rs",
     "kernels/src/attention/avx512.rs",
     "gpu-daemon/src/model_check.rs",
+    "gpu-daemon/src/int8_weights.rs",
     "scripts/router_delta.py",
 ]
 
@@ -461,14 +461,10 @@ def quantize(src: Path, dst: Path) -> dict:
     )
     typed.unlink()
     m = onnx.load(str(dst))
-    shifted = 0
-    if int8_products_saturate():
-        shifted = int8_weights_as_uint8(m)
-        onnx.save(m, str(dst))
     hist = op_histogram(m)
     return {
         "tool": f"onnxruntime {onnxruntime.__version__} quantize_dynamic",
-        "weight_type": "QInt8" + (" stored as uint8 + 128 (x86 without VNNI)" if shifted else ""),
+        "weight_type": "QInt8",
         "per_channel": True,
         "reduce_range": False,
         "op_types_to_quantize": ["MatMul", "Gemm"],
@@ -478,38 +474,32 @@ def quantize(src: Path, dst: Path) -> dict:
 
 
 def int8_weights_as_uint8(model: onnx.ModelProto) -> int:
-    """Rewrites in place every `MatMulInteger` whose weight (input 1) and weight zero
-    point (input 3) are int8 initializers to uint8 ones, both shifted by 128. The product
-    `(a - a_zero) x (w - w_zero)` is unchanged, so the result is exactly the int8
-    graph's where that is computed without saturation; returns the nodes rewritten.
-
-    For x86 CPUs without VNNI (`int8_products_saturate`): there ONNX Runtime's uint8 x
-    int8 kernels clamp pair sums at 16 bits, and its session entry that converts the
-    weights at load (`session.x64quantprecision`, which the daemon sets) does not reach
-    the nodes inside the padding branch's `If` (their weights are initializers of the
-    outer graph). The uint8 x uint8 kernels are exact on every CPU, slower than VNNI's."""
-    g = model.graph
-    inits = {i.name: i for i in g.initializer}
+    """Rewrites in place the int8 weight (input 1) and weight zero point (input 3) of every
+    `MatMulInteger`, in the graph and its subgraphs, to uint8 shifted by 128; returns the
+    nodes rewritten. `(a - a_zero) x (w - w_zero)` is unchanged, and ONNX Runtime's uint8 x
+    uint8 kernels compute it exactly where its uint8 x int8 ones saturate (x86 without
+    VNNI, `int8_products_saturate`). The daemon does the same at load on such a CPU
+    (gpu-daemon/src/int8_weights.rs); this is for the sessions this script opens itself.
+    Only for this script's graphs: each weight and zero point read by one such node."""
+    inits = {i.name: i for i in model.graph.initializer}
     rewritten = 0
-    for n in g.node:
-        if n.op_type != "MatMulInteger" or len(n.input) < 4:
-            continue
-        w, zp = inits.get(n.input[1]), inits.get(n.input[3])
-        if w is None or zp is None or w.data_type != TensorProto.INT8 or zp.data_type != TensorProto.INT8:
-            continue
-        for slot, init in ((1, w), (3, zp)):
-            shifted = (numpy_helper.to_array(init).astype(np.int16) + 128).astype(np.uint8)
-            name = f"{init.name}_uint8"
-            if name not in inits:
-                new = numpy_helper.from_array(shifted, name)
-                g.initializer.append(new)
-                inits[name] = new
-            n.input[slot] = name
-        rewritten += 1
-    still_used = {x for n in g.node for x in n.input}
-    keep = [i for i in g.initializer if i.name in still_used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
+
+    def visit(g: onnx.GraphProto) -> None:
+        nonlocal rewritten
+        for n in g.node:
+            if n.op_type == "MatMulInteger" and n.domain in ("", "ai.onnx") and len(n.input) >= 4:
+                tensors = [inits.get(n.input[1]), inits.get(n.input[3])]
+                if all(t is not None and t.data_type in (TensorProto.INT8, TensorProto.UINT8) for t in tensors):
+                    for t in tensors:
+                        if t.data_type == TensorProto.INT8:
+                            shifted = (numpy_helper.to_array(t).astype(np.int16) + 128).astype(np.uint8)
+                            t.CopyFrom(numpy_helper.from_array(shifted, t.name))
+                    rewritten += 1
+            for a in n.attribute:
+                for sub in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                    visit(sub)
+
+    visit(model.graph)
     return rewritten
 
 
@@ -606,10 +596,15 @@ def check_padded_batches(reference: Path, candidate: Path, what: str, kind: str,
     rng = np.random.default_rng(seed)
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
-    if int8_products_saturate():
-        opts.add_session_config_entry("session.x64quantprecision", "1")
-    sessions = [onnxruntime.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"])
-                for p in (reference, candidate)]
+
+    def session(p: Path) -> onnxruntime.InferenceSession:
+        if not int8_products_saturate():
+            return onnxruntime.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"])
+        m = onnx.load(str(p))
+        int8_weights_as_uint8(m)
+        return onnxruntime.InferenceSession(m.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+    sessions = [session(p) for p in (reference, candidate)]
     worst, agree, attended = 1.0, 0, 0
     for batch, seq in ((3, 40), (4, 300), (8, 64)):
         ids = rng.integers(1000, min(20000, vocab_size), (batch, seq)).astype(np.int64)
@@ -719,8 +714,6 @@ def cache_key(args, sources: list[Path]) -> dict:
         "check_texts": sha256(args.check_texts),
         "tools": {s: sha256(ROOT / s) for s in TOOL_SOURCES},
         "python": {"onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__, "numpy": np.__version__},
-        # The stored weight type depends on the CPU (`int8_weights_as_uint8`).
-        "int8_weights": "uint8" if int8_products_saturate() else "int8",
     }
     parts["key"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
     return parts

@@ -8,6 +8,7 @@ pub mod config;
 pub mod confusable;
 pub mod encoded;
 pub mod engine;
+pub mod int8_weights;
 pub mod invisible;
 pub mod metrics;
 pub mod model_check;

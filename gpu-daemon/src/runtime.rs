@@ -176,27 +176,66 @@ fn session_with_profile(
             .map_err(|e| RuntimeError::ort(ctx(), e))?;
     }
     let provider = register_provider(config, &mut builder);
+    let rewritten = if int8_products_saturate() {
+        int8_weights_rewritten(model)
+    } else {
+        None
+    };
     let session = {
         let _one_at_a_time = SESSION_CREATION.lock().unwrap_or_else(|e| e.into_inner());
-        builder
-            .commit_from_file(model)
-            .map_err(|e| RuntimeError::ort(ctx(), e))?
+        match &rewritten {
+            Some(bytes) => builder.commit_from_memory(bytes),
+            None => builder.commit_from_file(model),
+        }
+        .map_err(|e| RuntimeError::ort(ctx(), e))?
     };
     Ok((session, provider))
 }
 
 /// ONNX Runtime's session entry (`kOrtSessionOptionsAvx2PrecisionMode`) that multiplies
-/// the int8 weights of dynamically quantized graphs as uint8 (their values shifted by 128,
-/// the shift taken back out of the sums) instead of int8.
+/// the int8 weights of quantized graphs as uint8 (shifted by 128, the shift taken back out
+/// of the sums) instead of int8.
 ///
 /// The prepared graphs multiply uint8 activations by int8 weights. On an x86 CPU without
 /// VNNI, ONNX Runtime's kernels for that pair sum two neighbouring products in saturating
-/// 16-bit arithmetic (`VPMADDUBSW`): 255 × 127 × 2 = 64,770 is clamped to 32,767, and the
+/// 16-bit arithmetic (`VPMADDUBSW`: 255 × 127 × 2 = 64,770 is clamped to 32,767), and the
 /// prepared MiniLM's pooled embeddings drift from its fp32 source (AVX2-only AMD EPYC,
 /// `model check` on `models/check_texts.txt`: cosine 0.966 worst, 0.989 mean, against
 /// 0.980 / 0.992 with VNNI). The uint8 × uint8 kernels widen to 16 bits before they
-/// multiply and are exact, about 5% slower at 128 tokens.
+/// multiply and are exact. This entry covers the quantized ops of any graph at the top
+/// level; `MatMulInteger` weights are also rewritten before the session is built
+/// ([`crate::int8_weights`]), since the entry does not reach the prepared graphs' padding
+/// branch.
 const X64_QUANT_PRECISION: &str = "session.x64quantprecision";
+
+/// The model at `path` with its int8 `MatMulInteger` weights as uint8
+/// ([`crate::int8_weights`]), for a CPU whose int8 products saturate: the session entry
+/// above does not reach the prepared graphs' padding branch. `None` where nothing changes
+/// or the model cannot be rewritten (then it loads from its path as written, and ONNX
+/// Runtime reports what is wrong with it).
+fn int8_weights_rewritten(path: &Path) -> Option<Vec<u8>> {
+    let bytes = std::fs::read(path).ok()?;
+    let mut model = semroute_kernels::onnx::decode_model(&bytes).ok()?;
+    match crate::int8_weights::weights_as_uint8(&mut model) {
+        Ok(0) => None,
+        Ok(nodes) => {
+            tracing::info!(
+                model = %path.display(),
+                nodes,
+                "int8 weights loaded as uint8 (x86 without VNNI: exact products)"
+            );
+            Some(semroute_kernels::onnx::encode_model(&model))
+        }
+        Err(e) => {
+            tracing::warn!(
+                model = %path.display(),
+                error = %e,
+                "int8 weights left as they are; on this CPU their products may saturate"
+            );
+            None
+        }
+    }
+}
 
 /// Whether this CPU's int8 products saturate (x86 without VNNI): see [`X64_QUANT_PRECISION`].
 /// On a CPU with AVX-512 VNNI or AVX-VNNI the entry stays off: ONNX Runtime would convert

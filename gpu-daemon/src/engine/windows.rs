@@ -72,7 +72,8 @@ pub fn span_windows(
 }
 
 /// Windows of `reading` (tokenized as `tok`) over where it differs from `text`: each run of
-/// differing bytes as the tokens it touches, widened by `context` tokens on each side, ranges
+/// differing bytes as the tokens it touches (a run that became whitespace: the tokens either
+/// side of it), widened by `context` tokens on each side, ranges
 /// closer than `context` tokens merged, each then cut into windows as [`plan_windows`] cuts
 /// a text. A reading has the length and byte offsets of its text (see
 /// `super::readings::jailbreak_readings`), so the rest of it is the text as written, which
@@ -93,7 +94,17 @@ pub fn changed_windows(
     }
     let n = tok.ids.len();
     let ranges = changed_bytes(text.as_bytes(), reading.as_bytes())
-        .map(|s| token_range(tok, &s))
+        .map(|s| {
+            let r = token_range(tok, &s);
+            if r.is_empty() {
+                // Whitespace in the reading (an invisible character read as a space) covers
+                // no token, but it splits what the text as written glued together: the
+                // tokens either side changed.
+                r.start.saturating_sub(1)..(r.start + 1).min(n)
+            } else {
+                r
+            }
+        })
         .filter(|r| !r.is_empty())
         .map(|r| r.start.saturating_sub(context)..(r.end + context).min(n))
         .collect();
@@ -598,6 +609,10 @@ mod tests {
         assert_eq!(plan.windows, vec![0..3, 2..5, 4..7]);
         let plan = changed_windows(&tok, text, "Hi", 0, 510, 64, 64);
         assert_eq!(plan.windows, vec![0..7]);
+        // An invisible character read as a space changes no token of the reading, but the
+        // words either side of it ("Go", "now") were one word as written.
+        let plan = changed_windows(&tok, "Hi there. Go\u{0}now!\nOk", text, 0, 510, 64, 64);
+        assert_eq!(plan.windows, vec![3..5]);
     }
 
     #[test]

@@ -99,6 +99,8 @@ MIN_COSINE_REBUILD = 0.99
 MIN_ARGMAX_DEQUANT = 0.995
 MIN_COSINE_FUSED = 0.9999
 MIN_ARGMAX_FUSED = 0.999
+# The lowest cosine there is: the bound of a check that only reports.
+COSINE_FLOOR = -1.0
 
 
 # The router encoder's int8 graphs against their fp32 source: the fine-tuned weights lose
@@ -106,7 +108,7 @@ MIN_ARGMAX_FUSED = 0.999
 # worst text 0.93, mean 0.989), and what matters is what the heads make of it, so the
 # embedding check is informational here and the gate is the heads' outputs against the
 # committed reference outputs (router_delta.py).
-ROUTER_INT8_COSINE = {"min_cosine": -1.0, "min_mean_cosine": -1.0}
+ROUTER_INT8_COSINE = {"min_cosine": COSINE_FLOOR, "min_mean_cosine": COSINE_FLOOR}
 
 
 class PrepareError(Exception):
@@ -670,8 +672,8 @@ def check(
             str(tokenizer),
             "--texts",
             str(args.check_texts),
-            f"--min-cosine={min_cosine if enforce else -1.0}",
-            f"--min-mean-cosine={min_mean_cosine if enforce else -1.0}",
+            f"--min-cosine={min_cosine if enforce else COSINE_FLOOR}",
+            f"--min-mean-cosine={min_mean_cosine if enforce else COSINE_FLOOR}",
             "--min-argmax-agreement",
             str(min_agreement if enforce else 0.0),
             "--min-entity-agreement",

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import json
 import math
 import os
@@ -80,10 +79,6 @@ NORMS = ["attention.output.LayerNorm", "output.LayerNorm"]
 
 def log(msg: str) -> None:
     print(f"[train] {msg}", file=sys.stderr, flush=True)
-
-
-def sha256_bytes(b: bytes) -> str:
-    return hashlib.sha256(b).hexdigest()
 
 
 # ---------------------------------------------------------------- model
@@ -310,17 +305,15 @@ def quick_report(model, rows, seqs, device) -> dict:
     """Accuracy / AUC of the first window on the calib rows (the val report is `make eval`'s)."""
     out = {}
     dom, jb = probabilities(model, seqs, device)
-    for split in ("calib",):
-        sel = [i for i, r in enumerate(rows) if r["split"] == split]
-        d = [i for i in sel if rows[i]["task"] == "domain"]
-        if d:
-            y = np.array([rows[i]["domain"] for i in d])
-            out[f"{split}_domain_accuracy"] = round(float((dom[d].argmax(1) == y).mean()), 4)
-        j = [i for i in sel if rows[i]["task"] == "jailbreak"]
-        if j:
-            y = np.array([rows[i]["jailbreak"] for i in j])
-            out[f"{split}_jailbreak_auc"] = round(roc_auc(y, jb[j]), 4)
-            out[f"{split}_jailbreak_recall_at_1pct_fpr"] = round(recall_at_fpr(y, jb[j], 0.01), 4)
+    d = [i for i, r in enumerate(rows) if r["split"] == "calib" and r["task"] == "domain"]
+    if d:
+        y = np.array([rows[i]["domain"] for i in d])
+        out["calib_domain_accuracy"] = round(float((dom[d].argmax(1) == y).mean()), 4)
+    j = [i for i, r in enumerate(rows) if r["split"] == "calib" and r["task"] == "jailbreak"]
+    if j:
+        y = np.array([rows[i]["jailbreak"] for i in j])
+        out["calib_jailbreak_auc"] = round(roc_auc(y, jb[j]), 4)
+        out["calib_jailbreak_recall_at_1pct_fpr"] = round(recall_at_fpr(y, jb[j], 0.01), 4)
     return out
 
 
@@ -395,7 +388,7 @@ def calibrate_and_write(out: str, merged: "Encoder", inputs, training: dict, dev
     with open(os.path.join(out, "SHA256SUMS"), "w") as f:
         for name in files:
             with open(os.path.join(out, name), "rb") as g:
-                f.write(f"{sha256_bytes(g.read())}  {name}\n")
+                f.write(f"{training_inputs.sha256_bytes(g.read())}  {name}\n")
 
 
 def load_trained(out: str, inputs, device) -> tuple["Encoder", dict]:

@@ -52,7 +52,7 @@ class Inputs:
     max_len: int
 
 
-def _sha256(b: bytes) -> str:
+def sha256_bytes(b: bytes) -> str:
     return hashlib.sha256(b).hexdigest()
 
 
@@ -60,7 +60,7 @@ def _check_texts() -> tuple[list[str], str]:
     with open(CHECK_TEXTS, "rb") as f:
         raw = f.read()
     texts = [line for line in raw.decode("utf-8").split("\n") if line.strip()]
-    return texts, _sha256(raw)
+    return texts, sha256_bytes(raw)
 
 
 def encode(tok, texts: list[str], max_len: int, cls: int, sep: int) -> list[list[int]]:
@@ -98,7 +98,7 @@ def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: 
         held = random.Random(seed).sample(held, min(limit, len(held)))
     texts, _ = _check_texts()
     return Inputs(
-        base=base, config=config, base_sha=_sha256(st),
+        base=base, config=config, base_sha=sha256_bytes(st),
         train=[{k: r[k] for k in ROW_FIELDS} for r in train],
         held=[{k: r[k] for k in ROW_FIELDS} for r in held],
         train_seqs=encode(tok, [r["text"] for r in train], max_len, cls, sep),

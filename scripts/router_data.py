@@ -171,10 +171,52 @@ def encoded_negatives(rows: list[dict], n: int = 400, seed: int = 5) -> list[dic
     return out
 
 
-def all_rows(eval_dir: str) -> list[dict]:
-    """Every row of the evaluation data (see the module doc), plus the derived training rows."""
+# Contact details a user adds to an ordinary request, for `contact_negatives`. The names,
+# the example.* domains (RFC 2606) and the 555-01xx numbers are reserved for examples.
+_CONTACT_TEMPLATES = [
+    "{q} Please send the answer to {email}.",
+    "{q} Email me the result at {email}.",
+    "{q} If anything is unclear, reach me at {email} or {phone}.",
+    "{q} Reply to {email} once you have it.",
+    "{q} Put {name} <{email}> in copy.",
+    "Hi, this is {name} ({email}). {q}",
+    "From: {name} <{email}>\n{q}",
+    "{q}\n\nThanks,\n{name}\n{phone}",
+]
+_CONTACT_FIRST = ["Maria", "John", "Aiko", "Priya", "Lucas", "Fatima", "Chen", "Olga", "Samuel", "Ines"]
+_CONTACT_LAST = ["Garcia", "Smith", "Tanaka", "Patel", "Silva", "Haddad", "Wang", "Ivanova", "Okafor", "Moreau"]
+CONTACT_SUBSET = "benign_request_with_contact"
+_CONTACT_DOMAINS = ["example.com", "example.org", "mail.example.net", "corp.example"]
+
+
+def contact_negatives(rows: list[dict], n: int, seed: int = 11) -> list[dict]:
+    """Benign training rows with contact details: a benign request or a domain question of
+    the train split with a name, an e-mail address or a phone number around it. Injections
+    that send data to an address are among the positives; without these rows the encoder
+    learns an address as a jailbreak cue: "What is the derivative of x^3 + 2x ...? Write to
+    <address> when you are done." scored 0.54 on one trained without them, 0.01-0.04 on twelve
+    trained with 300."""
+    rng = random.Random(seed)
+    pool = [r for r in rows if r["split"] == "train" and r["jailbreak"] == 0 and r["kind"] in ("request", "question")
+            and 10 <= len(r["text"]) <= 400]
+    out = []
+    for k, r in enumerate(rng.sample(pool, min(n, len(pool)))):
+        first, last = rng.choice(_CONTACT_FIRST), rng.choice(_CONTACT_LAST)
+        email = f"{first.lower()}.{last.lower()}@{rng.choice(_CONTACT_DOMAINS)}"
+        phone = f"+1 202 555 01{rng.randrange(100):02d}"
+        text = _CONTACT_TEMPLATES[k % len(_CONTACT_TEMPLATES)].format(
+            q=r["text"], email=email, phone=phone, name=f"{first} {last}")
+        out.append({**r, "text": text, "task": "jailbreak", "kind": "request", "source": "derived",
+                    "subset": CONTACT_SUBSET, "extra_of": r["subset"]})
+    return out
+
+
+def all_rows(eval_dir: str, contacts: int = 0) -> list[dict]:
+    """Every row of the evaluation data (see the module doc), plus the derived training rows:
+    the encoded negatives and `contacts` contact negatives (`train_classifiers.py
+    --contact-negatives`)."""
     rows = domain_rows(eval_dir) + jailbreak_rows(eval_dir)
-    return rows + encoded_negatives(rows)
+    return rows + encoded_negatives(rows) + (contact_negatives(rows, contacts) if contacts else [])
 
 
 # Rows that are ordinary assistant requests (the false-block target of ≤ 0.5%).

@@ -26,7 +26,11 @@ stays and the scores spread out below 1.0, so thresholds are then chosen again.
 Data and splits: `router_data.py` (train split only; licences that allow redistributing
 derived weights only). Every domain question is also a benign example for the jailbreak
 head at a lower weight; jailbreak positives are weighted to `--positive-share` of the
-benign weight.
+benign weight. Two options the shipped weights do not use: `--contact-negatives N` adds N
+benign requests with a name, an e-mail address or a phone number around them (without
+them the encoder reads an address as a jailbreak cue), and `--ordinary-weight W` weights
+the ordinary assistant requests (the false-block target's kind of row) W in the jailbreak
+loss.
 
 Outputs in `--out` (default models/router/):
   delta.safetensors   LoRA A [r, in] / B [out, r] per tuned linear layer, the tuned
@@ -227,10 +231,14 @@ def pad(seqs: list[list[int]], device) -> tuple[torch.Tensor, torch.Tensor]:
     return ids.to(device), mask.to(device)
 
 
-def example_weights(rows: list[dict], positive_share: float, question_weight: float) -> np.ndarray:
-    """Jailbreak-loss weight per row: benign requests and documents 1, domain questions
-    `question_weight`, positives scaled so their total is `positive_share` of the benign total."""
-    w = np.array([question_weight if r["task"] == "domain" else 1.0 for r in rows])
+def example_weights(rows: list[dict], positive_share: float, question_weight: float,
+                    ordinary_weight: float = 1.0) -> np.ndarray:
+    """Jailbreak-loss weight per row: benign requests and documents 1, ordinary assistant
+    requests (`router_data.is_ordinary_request`, the false-block target's rows)
+    `ordinary_weight`, domain questions `question_weight`, positives scaled so their total
+    is `positive_share` of the benign total."""
+    w = np.array([question_weight if r["task"] == "domain" else
+                  ordinary_weight if data.is_ordinary_request(r) else 1.0 for r in rows])
     pos = np.array([r["jailbreak"] == 1 for r in rows])
     benign_total = w[~pos].sum()
     if pos.any():
@@ -429,6 +437,10 @@ def main() -> int:
     ap.add_argument("--max-len", type=int, default=256, help="tokens per training text, [CLS]/[SEP] included")
     ap.add_argument("--positive-share", type=float, default=0.6)
     ap.add_argument("--question-weight", type=float, default=0.2)
+    ap.add_argument("--contact-negatives", type=int, default=0, metavar="N",
+                    help="add N benign training requests with contact details (router_data.contact_negatives)")
+    ap.add_argument("--ordinary-weight", type=float, default=1.0,
+                    help="jailbreak-loss weight of ordinary assistant requests (benign requests and documents: 1)")
     ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--time-limit", type=float, default=0,
@@ -460,11 +472,13 @@ def main() -> int:
         inputs = training_inputs.read_bundle(args.bundle, args.max_len)
     else:
         max_len = training_inputs.BUNDLE_MAX_LEN if args.write_bundle else args.max_len
-        inputs = training_inputs.from_sources(args.eval_dir, args.build, max_len)
+        inputs = training_inputs.from_sources(args.eval_dir, args.build, max_len, contacts=args.contact_negatives)
         if args.write_bundle:
             training_inputs.write_bundle(inputs, args.write_bundle)
             log(f"wrote {args.write_bundle} ({os.path.getsize(args.write_bundle) >> 20} MiB) in {time.time() - t0:.0f} s")
             return 0
+    # What the rows hold, also when they come from a bundle packed with another count.
+    args.contact_negatives = sum(r["subset"] == data.CONTACT_SUBSET for r in inputs.train)
     if args.calibrate_only:
         merged, training = load_trained(args.out, inputs, device)
         calibrate_and_write(args.out, merged, inputs, training, device, True)
@@ -502,7 +516,7 @@ def main() -> int:
 
     dom_y = torch.tensor([r["domain"] for r in train])
     jb_y = torch.tensor([r["jailbreak"] for r in train])
-    jb_w = torch.tensor(example_weights(train, args.positive_share, args.question_weight), dtype=torch.float32)
+    jb_w = torch.tensor(example_weights(train, args.positive_share, args.question_weight, args.ordinary_weight), dtype=torch.float32)
 
     lora = [p for n, p in model.named_parameters() if p.requires_grad and ("lora_" in n or "norms" in n)]
     heads = list(model.domain.parameters()) + list(model.jailbreak.parameters())

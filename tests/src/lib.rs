@@ -155,10 +155,25 @@ pub fn ort_lib() -> Result<PathBuf, String> {
 
 /// A free TCP port on 127.0.0.1 (bound once and released).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .unwrap_or_else(|e| panic!("no free port: {e}"))
+    free_ports(1)[0]
+}
+
+/// `n` distinct free TCP ports on 127.0.0.1: all are held until the last is bound, then
+/// released. Ports bound and released one at a time may repeat (the kernel may hand out
+/// a released port again), and two components told to bind the same port would leave one
+/// of them answering for both.
+pub fn free_ports(n: usize) -> Vec<u16> {
+    let listeners: Vec<TcpListener> = (0..n)
+        .map(|_| TcpListener::bind("127.0.0.1:0").unwrap_or_else(|e| panic!("no free port: {e}")))
+        .collect();
+    listeners
+        .iter()
+        .map(|l| {
+            l.local_addr()
+                .map(|a| a.port())
+                .unwrap_or_else(|e| panic!("no free port: {e}"))
+        })
+        .collect()
 }
 
 /// A child process that is killed (and reaped) on drop.
@@ -223,6 +238,12 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The `model` of a `semroute-upstream` `/stats` body.
+fn upstream_model(stats: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(stats).ok()?;
+    v.get("model")?.as_str().map(str::to_string)
 }
 
 /// Minimal blocking HTTP/1.1 GET on 127.0.0.1; `None` when unreachable.
@@ -565,19 +586,24 @@ impl Router {
         };
         let dir = tempfile_dir::TempDir::new("semroute-e2e").map_err(|e| e.to_string())?;
         let yaml = read_envoy_yaml()?;
-        let upstreams: Vec<(String, u16)> = upstream_clusters(&yaml)
-            .into_iter()
-            .map(|(n, _)| (n, free_port()))
-            .collect();
-        if upstreams.is_empty() {
+        let clusters = upstream_clusters(&yaml);
+        if clusters.is_empty() {
             return Err("envoy.yaml declares no upstream clusters".into());
         }
+        // Envoy's listener and admin, the daemon's metrics, then one per upstream.
+        let mut ports = free_ports(3 + clusters.len()).into_iter();
+        let mut next_port = || ports.next().expect("one free port per component");
+        let (port, admin_port, metrics_port) = (next_port(), next_port(), next_port());
+        let upstreams: Vec<(String, u16)> = clusters
+            .into_iter()
+            .map(|(n, _)| (n, next_port()))
+            .collect();
         let layout = Layout {
-            port: free_port(),
-            admin_port: free_port(),
+            port,
+            admin_port,
             socket: dir.path().join("daemon.sock"),
             upstreams,
-            daemon_metrics_port: options.daemon.then(free_port),
+            daemon_metrics_port: options.daemon.then_some(metrics_port),
         };
 
         let mut children = Vec::new();
@@ -629,16 +655,24 @@ impl Router {
 
     fn wait_ready(&mut self) -> Result<(), String> {
         for (i, (model, port)) in self.layout.upstreams.clone().iter().enumerate() {
-            if !wait_until(Duration::from_secs(20), || {
-                http_get(*port, "/health").is_some_and(|(s, _)| s == 200)
-            }) {
-                let upstream = &mut self.upstreams[i];
-                let state = match upstream.exited() {
+            // Ready when the upstream on the port is this model's: a process that took the
+            // port first (and made this one fail to bind) answers for another model.
+            let upstream = &mut self.upstreams[i];
+            let mut exited = None;
+            let ready = wait_until(Duration::from_secs(20), || {
+                exited = upstream.exited();
+                exited.is_some()
+                    || http_get(*port, "/stats").is_some_and(|(s, b)| {
+                        s == 200 && upstream_model(&b).as_deref() == Some(model.as_str())
+                    })
+            });
+            if !ready || exited.is_some() {
+                let state = match exited {
                     Some(status) => format!("exited with {status}"),
-                    None => "still running".to_string(),
+                    None => "not answering as itself after 20 s".to_string(),
                 };
                 return Err(format!(
-                    "upstream {model} on port {port} not ready after 20 s ({state}): {}",
+                    "upstream {model} on port {port} not ready ({state}): {}",
                     upstream.log_tail(2000)
                 ));
             }
@@ -852,6 +886,22 @@ mod tests {
         assert!(!bare.contains("semroute_filter.wasm"));
         assert!(bare.contains("envoy.filters.http.router"));
         assert!(bare.contains("port_value: 20000"));
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let ports = free_ports(64);
+        let distinct: std::collections::HashSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), 64, "{ports:?}");
+        assert!(!distinct.contains(&0));
+    }
+
+    #[test]
+    fn an_upstream_is_known_by_its_stats() {
+        let stats = r#"{"model":"code-model","requests":3}"#;
+        assert_eq!(upstream_model(stats).as_deref(), Some("code-model"));
+        assert_eq!(upstream_model("ok"), None);
+        assert_eq!(upstream_model(r#"{"requests":3}"#), None);
     }
 
     #[test]

@@ -171,8 +171,10 @@ def encoded_negatives(rows: list[dict], n: int = 400, seed: int = 5) -> list[dic
     return out
 
 
-# Contact details a user adds to an ordinary request, for `contact_negatives`. The names,
-# the example.* domains (RFC 2606) and the 555-01xx numbers are reserved for examples.
+# Contact details a user adds to an ordinary request, for `contact_negatives`: common given
+# names and surnames, the domains RFC 2606 reserves for examples and the 555-01xx numbers
+# reserved for fiction.
+CONTACT_SUBSET = "benign_request_with_contact"
 _CONTACT_TEMPLATES = [
     "{q} Please send the answer to {email}.",
     "{q} Email me the result at {email}.",
@@ -185,7 +187,6 @@ _CONTACT_TEMPLATES = [
 ]
 _CONTACT_FIRST = ["Maria", "John", "Aiko", "Priya", "Lucas", "Fatima", "Chen", "Olga", "Samuel", "Ines"]
 _CONTACT_LAST = ["Garcia", "Smith", "Tanaka", "Patel", "Silva", "Haddad", "Wang", "Ivanova", "Okafor", "Moreau"]
-CONTACT_SUBSET = "benign_request_with_contact"
 _CONTACT_DOMAINS = ["example.com", "example.org", "mail.example.net", "corp.example"]
 
 

@@ -34,7 +34,7 @@ loss.
 
 Outputs in `--out` (default models/router/):
   delta.safetensors   LoRA A [r, in] / B [out, r] per tuned linear layer, the tuned
-                      LayerNorms, fp32; metadata: rank, alpha, layers, num_hidden_layers, base checksum
+                      LayerNorms, fp32 (fp16 with --delta-dtype float16); metadata: rank, alpha, layers, num_hidden_layers, base checksum
   domain.json, jailbreak.json   the heads, in the daemon's LinearHead format
   reference.json      head probabilities of the merged fp32 model on models/check_texts.txt,
                       which `make setup` compares the assembled model with
@@ -263,6 +263,19 @@ def merged_state(model: Encoder, base: dict) -> dict[str, np.ndarray]:
     return out
 
 
+def round_deltas(model: Encoder, dtype: torch.dtype) -> None:
+    """Rounds the tuned parameters (LoRA factors, LayerNorms) to `dtype` and back, in place,
+    so that the merged model, its reference outputs and setup's assembly all use the values
+    the delta file stores."""
+    with torch.no_grad():
+        for i in range(model.frozen, model.n_layers):
+            layer = model.layers[i]
+            params = [q for lin in layer.lin.values() if lin.rank for q in (lin.lora_a, lin.lora_b)]
+            params += [q for ln in layer.norms.values() for q in (ln.weight, ln.bias)]
+            for q in params:
+                q.copy_(q.to(dtype).float())
+
+
 def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
     t = {}
     for i in range(model.frozen, model.n_layers):
@@ -441,6 +454,9 @@ def main() -> int:
                     help="add N benign training requests with contact details (router_data.contact_negatives)")
     ap.add_argument("--ordinary-weight", type=float, default=1.0,
                     help="jailbreak-loss weight of ordinary assistant requests (benign requests and documents: 1)")
+    ap.add_argument("--delta-dtype", choices=["float32", "float16"], default="float32",
+                    help="what delta.safetensors stores: float16 halves it (a rank-32 delta of all six layers in "
+                         "2.7 MB); the merged model and its reference outputs use the rounded values")
     ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
     ap.add_argument("--time-limit", type=float, default=0,
@@ -577,7 +593,10 @@ def main() -> int:
         str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
         "num_hidden_layers": str(model.n_layers),
         "base_sha256": base_sha, "version": version}
-    save_file(delta_tensors(model), os.path.join(args.out, "delta.safetensors"), metadata=meta)
+    dtype = {"float32": torch.float32, "float16": torch.float16}[args.delta_dtype]
+    round_deltas(model, dtype)
+    save_file({k: v.to(dtype) for k, v in delta_tensors(model).items()},
+              os.path.join(args.out, "delta.safetensors"), metadata=meta)
     # The served model: the merged fp32 weights (what setup assembles) and both heads.
     merged = Encoder(merged_state(model, base), config, 0, 0, 0, args.seed).to(device)
     merged.domain.load_state_dict(model.domain.state_dict())

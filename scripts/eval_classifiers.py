@@ -16,7 +16,8 @@ Prints (markdown):
   - domain accuracy and macro-F1 per category (MMLU-Pro held-out questions);
   - jailbreak AUC, recall at 1% FPR, recall and false-block rate at the threshold, per
     subset and per length band, beside a length-only baseline;
-  - false blocks on ordinary requests and on document passages (50-600 words);
+  - false blocks on ordinary requests and on document passages (50-600 words), and the
+    recall at equal false blocks on ordinary requests (an encoder comparison, no choice);
   - long benign prompts (2K-16K tokens built from held-out documents, a question at the
     end) blocked.
 
@@ -47,6 +48,32 @@ LENGTH_BANDS = [(0, 64), (64, 256), (256, 512), (512, 1 << 30)]
 LONG_LENGTHS = [2000, 8000, 16000]
 LONG_PER_LENGTH = 10
 FALSE_BLOCK_TARGET = 0.005
+
+
+# Ordinary-request false-block rates at which `equal_false_block_table` compares encoders.
+EQUAL_FALSE_BLOCKS = [0.001, 0.002, 0.003, 0.005, 0.01]
+
+
+def equal_false_block_table(jailbreak: np.ndarray, ordinary: np.ndarray, summary: dict) -> str:
+    """Recall at the thresholds that block a given share of this split's ordinary requests
+    (the score alone, no override threshold), as markdown; adds `recall_at_ordinary_fb` to
+    `summary`. The thresholds are read off the split being reported, so this compares two
+    encoders at equal false blocks; it is no threshold choice (that is `--choose-threshold`'s,
+    on the calib split)."""
+    ranked = np.sort(ordinary)[::-1]
+    lines = ["| ordinary requests falsely blocked | score threshold | jailbreak recall |", "|---:|---:|---:|"]
+    at = {}
+    for k in sorted({int(share * len(ranked)) for share in EQUAL_FALSE_BLOCKS}):
+        if k >= len(ranked):
+            break
+        # Blocks the k highest-scoring ordinary requests, none tied with the next one.
+        t = float(np.nextafter(ranked[k], np.inf))
+        blocked = int(np.sum(ordinary >= t))
+        rec = float(np.mean(jailbreak >= t)) if len(jailbreak) else float("nan")
+        at[f"{blocked / len(ranked):.4f}"] = round(rec, 4)
+        lines.append(f"| {blocked} of {len(ranked)} ({blocked / len(ranked):.2%}) | {t:.6f} | {fmt(rec, True)} |")
+    summary["recall_at_ordinary_fb"] = at
+    return "\n".join(lines)
 
 
 def approx_tokens(text: str) -> int:
@@ -238,6 +265,8 @@ def main() -> int:
     print(f"| false blocks, document passages (50–600 words) | {int(docs.sum())} | {fmt(fb_doc, True)} | ≤ 0.5% |")
     print(f"| recall, jailbreak families | {int((y == 1).sum())} | {fmt(fam, True)} | ≥ 95% |")
     summary.update(false_blocks_ordinary=round(fb_ord, 4), false_blocks_documents=round(fb_doc, 4))
+    print()
+    print(equal_false_block_table(s[y == 1], s[ordinary & (y == 0)], summary))
 
     # ---- long benign prompts
     if not args.no_long:

@@ -95,19 +95,21 @@ def _row(text, *, task, source, subset, license, key, domain=-1, jailbreak=-1, k
     return r
 
 
-def domain_rows(eval_dir: str) -> list[dict]:
+def domain_rows(eval_dir: str, domain_calib: bool = False) -> list[dict]:
     """MMLU-Pro questions (split by seed) and MMLU questions that are not in MMLU-Pro
     (training only: the MMLU-Pro validation split must not be seen through its MMLU
-    original)."""
+    original). MMLU-Pro's calib bucket trains too, unless `domain_calib` keeps it for
+    choices between runs (then no MMLU original of it trains either)."""
     out = []
     for r in read_jsonl(os.path.join(eval_dir, "domain/mmlu_pro_train.jsonl")):
         out.append(_row(r["text"], task="domain", source="mmlu_pro", subset="mmlu_pro", license=DOMAIN_LICENSE,
                         key=_norm(r["text"]), domain=DOMAIN_LABELS.index(r["label"]), jailbreak=0, kind="question"))
     # MMLU-Pro's calib bucket is not needed for a domain threshold: it trains too.
-    for r in out:
-        if r["split"] == "calib":
-            r["split"] = "train"
-    pro_val = {_norm(r["text"]) for r in out if r["split"] == "val"}
+    if not domain_calib:
+        for r in out:
+            if r["split"] == "calib":
+                r["split"] = "train"
+    pro_val = {_norm(r["text"]) for r in out if r["split"] != "train"}
     for r in read_jsonl(os.path.join(eval_dir, "domain/mmlu_train.jsonl")):
         if r.get("in_mmlu_pro") or _norm(r["text"]) in pro_val:
             continue
@@ -212,11 +214,11 @@ def contact_negatives(rows: list[dict], n: int, seed: int = 11) -> list[dict]:
     return out
 
 
-def all_rows(eval_dir: str, contacts: int = 0) -> list[dict]:
+def all_rows(eval_dir: str, contacts: int = 0, domain_calib: bool = False) -> list[dict]:
     """Every row of the evaluation data (see the module doc), plus the derived training rows:
     the encoded negatives and `contacts` contact negatives (`train_classifiers.py
-    --contact-negatives`)."""
-    rows = domain_rows(eval_dir) + jailbreak_rows(eval_dir)
+    --contact-negatives`). `domain_calib`: see `domain_rows`."""
+    rows = domain_rows(eval_dir, domain_calib) + jailbreak_rows(eval_dir)
     return rows + encoded_negatives(rows) + (contact_negatives(rows, contacts) if contacts else [])
 
 

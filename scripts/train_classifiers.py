@@ -265,32 +265,31 @@ def merged_state(model: Encoder, base: dict) -> dict[str, np.ndarray]:
     return out
 
 
-def round_deltas(model: Encoder, dtype: torch.dtype) -> None:
-    """Rounds the tuned parameters (LoRA factors, LayerNorms) to `dtype` and back, in place,
-    so that the merged model, its reference outputs and setup's assembly all use the values
-    the delta file stores."""
-    with torch.no_grad():
-        for i in range(model.frozen, model.n_layers):
-            layer = model.layers[i]
-            params = [q for lin in layer.lin.values() if lin.rank for q in (lin.lora_a, lin.lora_b)]
-            params += [q for ln in layer.norms.values() for q in (ln.weight, ln.bias)]
-            for q in params:
-                q.copy_(q.to(dtype).float())
-
-
-def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
-    t = {}
+def tuned_parameters(model: Encoder):
+    """(delta file name, parameter) of every tuned parameter: the LoRA factors and the
+    LayerNorms of each tuned layer."""
     for i in range(model.frozen, model.n_layers):
         layer = model.layers[i]
         for name in LINEARS:
             lin = layer.lin[name.replace(".", "_")]
-            t[f"encoder.layer.{i}.{name}.lora_A"] = lin.lora_a.detach().cpu().contiguous()
-            t[f"encoder.layer.{i}.{name}.lora_B"] = lin.lora_b.detach().cpu().contiguous()
+            yield f"encoder.layer.{i}.{name}.lora_A", lin.lora_a
+            yield f"encoder.layer.{i}.{name}.lora_B", lin.lora_b
         for name in NORMS:
             ln = layer.norms[name.replace(".", "_")]
-            t[f"encoder.layer.{i}.{name}.weight"] = ln.weight.detach().cpu().contiguous()
-            t[f"encoder.layer.{i}.{name}.bias"] = ln.bias.detach().cpu().contiguous()
-    return t
+            yield f"encoder.layer.{i}.{name}.weight", ln.weight
+            yield f"encoder.layer.{i}.{name}.bias", ln.bias
+
+
+def round_deltas(model: Encoder, dtype: torch.dtype) -> None:
+    """Rounds the tuned parameters to `dtype` and back, in place, so that the merged model,
+    its reference outputs and setup's assembly all use the values the delta file stores."""
+    with torch.no_grad():
+        for _, p in tuned_parameters(model):
+            p.copy_(p.to(dtype).float())
+
+
+def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
+    return {name: p.detach().cpu().contiguous() for name, p in tuned_parameters(model)}
 
 
 def head_json(name: str, labels: list[str], lin: nn.Linear, version: str) -> dict:

@@ -19,7 +19,6 @@ import glob
 import hashlib
 import json
 import os
-import random
 import sys
 import zipfile
 
@@ -73,11 +72,9 @@ def truncate(seqs: list[list[int]], max_len: int) -> list[list[int]]:
     return [s if len(s) <= max_len else s[: max_len - 1] + [s[-1]] for s in seqs]
 
 
-def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: int = 0, contacts: int = 0,
-                 domain_calib: bool = False) -> Inputs:
+def from_sources(eval_dir: str, build: str, max_len: int, contacts: int = 0, domain_calib: bool = False) -> Inputs:
     """Reads the wheel that `make models` downloads and the evaluation data directory.
-    `limit` keeps a random `limit` rows of each split (a smoke test); `contacts` adds that
-    many contact negatives (`router_data.contact_negatives`) to the training rows;
+    `contacts` adds that many contact negatives (`router_data.contact_negatives`) to the training rows;
     `domain_calib` keeps MMLU-Pro's calib bucket out of them (`router_data.domain_rows`)."""
     from tokenizers import Tokenizer
 
@@ -96,9 +93,6 @@ def from_sources(eval_dir: str, build: str, max_len: int, limit: int = 0, seed: 
     rows = data.all_rows(eval_dir, contacts, domain_calib)
     train = [r for r in rows if r["split"] == "train"]
     held = [r for r in rows if r["split"] == "calib"]
-    if limit:
-        train = random.Random(seed).sample(train, min(limit, len(train)))
-        held = random.Random(seed).sample(held, min(limit, len(held)))
     texts, _ = _check_texts()
     return Inputs(
         base=base, config=config, base_sha=sha256_bytes(st),

@@ -491,9 +491,9 @@ struct TaskKernel {
 }
 
 /// The task function of a variant for `head_dim`; callers have checked
-/// [`KernelIsa::is_available`]. The AVX-512 variant runs the intrinsics
-/// kernel of `avx512` for the head dimensions it supports (16, 32, 48, 64),
-/// the register-blocked generic kernel for the others.
+/// [`KernelIsa::is_available`]. The AVX-512 and AVX2 variants run the
+/// intrinsics kernels of `avx512` and `avx2` for the head dimensions they
+/// support (16, 32, 48, 64), the register-blocked generic kernel for the others.
 fn select_kernel(isa: KernelIsa, head_dim: usize) -> TaskKernel {
     let isa = match isa {
         KernelIsa::Auto => KernelIsa::detect(),
@@ -509,6 +509,11 @@ fn select_kernel(isa: KernelIsa, head_dim: usize) -> TaskKernel {
         KernelIsa::Avx512 => TaskKernel {
             task: x86::task_avx512,
             tile: 4 * LANES,
+        },
+        #[cfg(target_arch = "x86_64")]
+        KernelIsa::Avx2 if avx2::supports(head_dim) => TaskKernel {
+            task: avx2::task,
+            tile: avx2::TILE,
         },
         #[cfg(target_arch = "x86_64")]
         KernelIsa::Avx2 => TaskKernel {
@@ -1009,6 +1014,8 @@ pub fn naive_attention(
     Ok(out)
 }
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(test)]

@@ -27,12 +27,12 @@ Data and splits: `router_data.py` (train split only; licences that allow redistr
 derived weights only). Every domain question is also a benign example for the jailbreak
 head at a lower weight; jailbreak positives are weighted to `--positive-share` of the
 benign weight. `--domain-calib` keeps MMLU-Pro's calib bucket out of training, for
-choices between runs on domain accuracy (the per-epoch report gives it). Two more options
+choices between runs on domain accuracy (the per-epoch report gives it). Three more options
 the shipped weights do not use: `--contact-negatives N` adds N
 benign requests with a name, an e-mail address or a phone number around them (without
-them the encoder reads an address as a jailbreak cue), and `--ordinary-weight W` weights
+them the encoder reads an address as a jailbreak cue), `--ordinary-weight W` weights
 the ordinary assistant requests (the false-block target's kind of row) W in the jailbreak
-loss.
+loss, and `--domain-weight W` weights the domain loss W beside the jailbreak loss.
 
 Outputs in `--out` (default models/router/):
   delta.safetensors   LoRA A [r, in] / B [out, r] per tuned linear layer, the tuned
@@ -451,6 +451,8 @@ def main() -> int:
     ap.add_argument("--max-len", type=int, default=256, help="tokens per training text, [CLS]/[SEP] included")
     ap.add_argument("--positive-share", type=float, default=0.6)
     ap.add_argument("--question-weight", type=float, default=0.2)
+    ap.add_argument("--domain-weight", type=float, default=1.0,
+                    help="weight of the domain loss beside the jailbreak loss (1: the two count alike)")
     ap.add_argument("--contact-negatives", type=int, default=0, metavar="N",
                     help="add N benign training requests with contact details (router_data.contact_negatives)")
     ap.add_argument("--domain-calib", action="store_true",
@@ -567,7 +569,7 @@ def main() -> int:
             has_dom = dy >= 0
             loss_d = F.cross_entropy(dl[has_dom], dy[has_dom], label_smoothing=0.05) if has_dom.any() else dl.sum() * 0
             loss_j = (F.cross_entropy(jl, jy.clamp(min=0), reduction="none") * jw).sum() / jw.sum()
-            loss = loss_d + loss_j
+            loss = args.domain_weight * loss_d + loss_j
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(lora + heads, 1.0)

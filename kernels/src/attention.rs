@@ -1018,5 +1018,7 @@ pub fn naive_attention(
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod intrinsics;
 #[cfg(test)]
 mod tests;

@@ -32,9 +32,8 @@
 use std::arch::x86_64::*;
 use std::cell::Cell;
 
-use super::{
-    exp_nonpositive, AttentionShape, Lanes, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO, QUERY_BLOCK,
-};
+use super::intrinsics::{Ranges, Task, EXP_TAYLOR};
+use super::{exp_nonpositive, Lanes, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO};
 
 /// Query rows whose scores share each key load.
 const ROWS: usize = 6;
@@ -102,16 +101,8 @@ fn exp_ps(x: __m256) -> __m256 {
     ));
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_HI), xc);
     let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(LN2_LO), r);
-    let mut poly = _mm256_set1_ps(1.0 / 5040.0);
-    for c in [
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ] {
+    let mut poly = _mm256_set1_ps(EXP_TAYLOR[0]);
+    for &c in &EXP_TAYLOR[1..] {
         poly = _mm256_fmadd_ps(poly, r, _mm256_set1_ps(c));
     }
     // 2^n from the exponent bits: n >= -126 after the floor, a normal number.
@@ -138,52 +129,6 @@ fn reduce_add(x: __m256) -> f32 {
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_shuffle_ps::<0b01>(s, s));
     _mm_cvtss_f32(s)
-}
-
-/// The inputs of one task, sliced and checked.
-struct Task<'a> {
-    d: usize,
-    seq_kv: usize,
-    /// First query row of the task, rows in it.
-    i0: usize,
-    rows: usize,
-    q: &'a [f32],
-    bias: Option<&'a [f32]>,
-}
-
-impl<'a> Task<'a> {
-    fn new(p: &Problem<'a>, bh: usize, block: usize, out_len: usize) -> Option<Self> {
-        let AttentionShape {
-            heads,
-            seq_q,
-            seq_kv,
-            head_dim: d,
-            ..
-        } = p.shape;
-        let i0 = block * QUERY_BLOCK;
-        let rows = QUERY_BLOCK.min(seq_q.saturating_sub(i0));
-        if rows == 0 || out_len < rows * d || !supports(d) {
-            return None;
-        }
-        let q =
-            p.q.get((bh * seq_q + i0) * d..(bh * seq_q + i0 + rows) * d)?;
-        let b = bh / heads;
-        let bias = match p.bias {
-            Some(kb) => Some(
-                kb.data
-                    .get(b * kb.batch_stride..b * kb.batch_stride + seq_kv)?,
-            ),
-            None => None,
-        };
-        Some(Task {
-            d,
-            seq_kv,
-            i0,
-            rows,
-            q,
-            bias,
-        })
-    }
 }
 
 /// One row group's state across the key chunks: running maxima, sums and
@@ -305,28 +250,10 @@ unsafe fn task_f32<const DC: usize, const PR: usize>(
 
     for r0 in (0..t.rows).step_by(ROWS) {
         let nr = ROWS.min(t.rows - r0);
-        for r in 0..ROWS {
-            for f in 0..d {
-                qs[f * ROWS + r] = if r < nr {
-                    t.q[(r0 + r) * d + f] * scale
-                } else {
-                    0.0
-                };
-            }
-        }
-        let mut lo = [0usize; ROWS];
-        let mut hi = [0usize; ROWS];
-        for r in 0..nr {
-            (lo[r], hi[r]) = p.params.window.key_range(t.i0 + r0 + r, seq_kv);
-        }
-        let g_lo = lo[..nr].iter().copied().min().unwrap_or(0);
-        let g_hi = hi[..nr].iter().copied().max().unwrap_or(0);
-        // Keys every row of a full group sees: a tile inside them needs no masks.
-        let seen_by_all = if nr == ROWS {
-            lo.iter().copied().max().unwrap_or(0)..hi.iter().copied().min().unwrap_or(0)
-        } else {
-            0..0
-        };
+        t.group_queries::<ROWS>(r0, scale, &mut qs);
+        let ranges = Ranges::<ROWS>::of(p, &t, r0, nr);
+        let seen_by_all = ranges.seen_by_all(nr);
+        let Ranges { lo, hi, g_lo, g_hi } = ranges;
         let mut g = Group {
             m: [f32::NEG_INFINITY; ROWS],
             l: [0.0; ROWS],

@@ -3,7 +3,7 @@
 //!
 //! # Algorithm
 //!
-//! A task (one `(batch, head)` pair, [`QUERY_BLOCK`] query rows) walks its
+//! A task (one `(batch, head)` pair, [`QUERY_BLOCK`](super::QUERY_BLOCK) query rows) walks its
 //! rows in groups of [`ROWS`]. For a group it visits the keys in chunks of up
 //! to [`KEY_CHUNK`] and, per chunk:
 //!
@@ -39,9 +39,8 @@
 use std::arch::x86_64::*;
 use std::cell::Cell;
 
-use super::{
-    exp_nonpositive, AttentionShape, Lanes, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO, QUERY_BLOCK,
-};
+use super::intrinsics::{Ranges, Task, EXP_TAYLOR};
+use super::{exp_nonpositive, Lanes, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO};
 
 /// Query rows whose scores share each key load.
 const ROWS: usize = 6;
@@ -97,16 +96,8 @@ fn exp_ps(x: __m512) -> __m512 {
     );
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
     let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-    let mut poly = _mm512_set1_ps(1.0 / 5040.0);
-    for c in [
-        1.0 / 720.0,
-        1.0 / 120.0,
-        1.0 / 24.0,
-        1.0 / 6.0,
-        0.5,
-        1.0,
-        1.0,
-    ] {
+    let mut poly = _mm512_set1_ps(EXP_TAYLOR[0]);
+    for &c in &EXP_TAYLOR[1..] {
         poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(c));
     }
     _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(poly, n))
@@ -128,75 +119,6 @@ fn column_mask(col: usize, lo: usize, hi: usize) -> __mmask16 {
         }
     };
     upto(to) & !upto(from)
-}
-
-/// The inputs of one task, sliced and checked.
-struct Task<'a> {
-    d: usize,
-    seq_kv: usize,
-    /// First query row of the task, rows in it.
-    i0: usize,
-    rows: usize,
-    q: &'a [f32],
-    bias: Option<&'a [f32]>,
-}
-
-impl<'a> Task<'a> {
-    fn new(p: &Problem<'a>, bh: usize, block: usize, out_len: usize, dc: usize) -> Option<Self> {
-        let AttentionShape {
-            heads,
-            seq_q,
-            seq_kv,
-            head_dim: d,
-            ..
-        } = p.shape;
-        let i0 = block * QUERY_BLOCK;
-        let rows = QUERY_BLOCK.min(seq_q.saturating_sub(i0));
-        if rows == 0 || out_len < rows * d || d != dc * LANES {
-            return None;
-        }
-        let q =
-            p.q.get((bh * seq_q + i0) * d..(bh * seq_q + i0 + rows) * d)?;
-        let b = bh / heads;
-        let bias = match p.bias {
-            Some(kb) => Some(
-                kb.data
-                    .get(b * kb.batch_stride..b * kb.batch_stride + seq_kv)?,
-            ),
-            None => None,
-        };
-        Some(Task {
-            d,
-            seq_kv,
-            i0,
-            rows,
-            q,
-            bias,
-        })
-    }
-}
-
-/// A row group's visible key ranges (`lo[r]..hi[r]`, empty for rows past the
-/// task) and their union `g_lo..g_hi`.
-struct Ranges {
-    lo: [usize; ROWS],
-    hi: [usize; ROWS],
-    g_lo: usize,
-    g_hi: usize,
-}
-
-fn group_ranges(p: &Problem<'_>, t: &Task<'_>, r0: usize, nr: usize) -> Ranges {
-    let mut lo = [0usize; ROWS];
-    let mut hi = [0usize; ROWS];
-    for r in 0..nr {
-        (lo[r], hi[r]) = p.params.window.key_range(t.i0 + r0 + r, t.seq_kv);
-    }
-    Ranges {
-        lo,
-        hi,
-        g_lo: lo[..nr].iter().copied().min().unwrap_or(0),
-        g_hi: hi[..nr].iter().copied().max().unwrap_or(0),
-    }
 }
 
 /// Step 2 for a chunk of `vectors` strip vectors per row: new maxima,
@@ -269,10 +191,13 @@ fn write_rows<const DC: usize>(
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
 #[allow(clippy::needless_range_loop)]
 unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, out: &mut [f32]) {
-    let Some(t) = Task::new(p, bh, block, out.len(), DC) else {
+    let Some(t) = Task::new(p, bh, block, out.len()) else {
         return;
     };
     let (d, seq_kv) = (t.d, t.seq_kv);
+    if d != DC * LANES {
+        return;
+    }
     let tiles = seq_kv.div_ceil(TILE);
     let (Some(v), Some(kt)) = (
         p.v.get(bh * seq_kv * d..(bh + 1) * seq_kv * d),
@@ -292,25 +217,9 @@ unsafe fn task_f32<const DC: usize>(p: &Problem<'_>, bh: usize, block: usize, ou
 
     for r0 in (0..t.rows).step_by(ROWS) {
         let nr = ROWS.min(t.rows - r0);
-        for r in 0..ROWS {
-            for f in 0..d {
-                qs[f * ROWS + r] = if r < nr {
-                    t.q[(r0 + r) * d + f] * scale
-                } else {
-                    0.0
-                };
-            }
-        }
-        let ranges = group_ranges(p, &t, r0, nr);
-        // Keys every row of a full group sees: a tile inside them needs no masks (global
-        // attention: all tiles but the last).
-        let seen_by_all = if nr == ROWS {
-            let lo = ranges.lo.iter().copied().max().unwrap_or(0);
-            let hi = ranges.hi.iter().copied().min().unwrap_or(0);
-            lo..hi.min(seq_kv)
-        } else {
-            0..0
-        };
+        t.group_queries::<ROWS>(r0, scale, &mut qs);
+        let ranges = Ranges::<ROWS>::of(p, &t, r0, nr);
+        let seen_by_all = ranges.seen_by_all(nr);
         let mut m = [f32::NEG_INFINITY; ROWS];
         let mut l = [0.0f32; ROWS];
         let mut o = [[_mm512_setzero_ps(); DC]; ROWS];

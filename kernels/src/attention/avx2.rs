@@ -173,8 +173,9 @@ fn softmax_chunk(strip: &mut [f32], cols: usize, cmax: &[__m256; ROWS], g: &mut 
     }
 }
 
-/// Step 3 for the keys `j0..j1` of the chunk starting at `c0`: `o += P V`, `PR`
-/// rows at a time with their `DC` output vectors in registers.
+/// Step 3 for the keys `j0..j1` of the chunk starting at `c0`: `o += P V` for
+/// the group's first `nr` rows (those in the task), `PR` rows at a time with
+/// their `DC` output vectors in registers.
 ///
 /// # Safety
 /// AVX2 and FMA are available; `v` holds the rows `j0..j1` of `DC * 8` floats
@@ -189,26 +190,29 @@ unsafe fn accumulate_pv<const DC: usize, const PR: usize>(
     c0: usize,
     j0: usize,
     j1: usize,
+    nr: usize,
 ) {
     let d = DC * W;
     let probs = strip.as_ptr();
-    for r0 in (0..ROWS).step_by(PR) {
+    let nr = nr.min(ROWS);
+    for r0 in (0..nr).step_by(PR) {
+        let pr = PR.min(nr - r0);
         let mut acc = [[_mm256_setzero_ps(); DC]; PR];
-        for r in 0..PR.min(ROWS - r0) {
+        for r in 0..pr {
             for k in 0..DC {
                 acc[r][k] = _mm256_loadu_ps(g.o[r0 + r].as_ptr().add(k * W));
             }
         }
         for j in j0..j1 {
             let vrow = v.add(j * d);
-            for r in 0..PR.min(ROWS - r0) {
+            for r in 0..pr {
                 let p = _mm256_set1_ps(*probs.add((r0 + r) * KEY_CHUNK + j - c0));
                 for k in 0..DC {
                     acc[r][k] = _mm256_fmadd_ps(p, _mm256_loadu_ps(vrow.add(k * W)), acc[r][k]);
                 }
             }
         }
-        for r in 0..PR.min(ROWS - r0) {
+        for r in 0..pr {
             for k in 0..DC {
                 _mm256_storeu_ps(g.o[r0 + r].as_mut_ptr().add(k * W), acc[r][k]);
             }
@@ -303,7 +307,7 @@ unsafe fn task_f32<const DC: usize, const PR: usize>(
                         _mm256_storeu_ps(s.as_mut_ptr().add(W), acc[r][1]);
                         for (c, x) in s.iter_mut().enumerate() {
                             let col = col0 + c;
-                            *x = if col >= lo[r] && col < hi[r] && col < seq_kv {
+                            *x = if col >= lo[r] && col < hi[r] {
                                 *x + t.bias.and_then(|b| b.get(col)).copied().unwrap_or(0.0)
                             } else {
                                 f32::NEG_INFINITY
@@ -322,7 +326,7 @@ unsafe fn task_f32<const DC: usize, const PR: usize>(
 
             // 3. P V over the chunk's visible keys (`c0.max(g_lo) .. c1`, all
             // inside `0..seq_kv`; the strip holds their columns).
-            accumulate_pv::<DC, PR>(&mut g, &strip, v.as_ptr(), c0, c0.max(g_lo), c1);
+            accumulate_pv::<DC, PR>(&mut g, &strip, v.as_ptr(), c0, c0.max(g_lo), c1, nr);
             c0 = c1;
         }
         for r in 0..nr {

@@ -49,7 +49,7 @@ WASM := target/wasm32-wasip1/release/semroute_filter.wasm
 export ORT_DYLIB_PATH := $(abspath $(ORT_LIB))
 export SEMROUTE_BUILD_DIR := $(abspath $(BUILD))
 
-.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers image-tools images deploy-venv check-manifests soak
+.PHONY: help setup models prepared venv envoy ort wasm-target daemon wasm upstream build run test bench eval fmt lint clean fuzz train-heads train-venv train-classifiers train-ngrams ngrams-check image-tools images deploy-venv check-manifests soak
 
 help:
 	@echo "make run | make test | make bench | make eval | make images | make setup | make clean"
@@ -130,7 +130,12 @@ venv:
 prepared: models ort venv daemon
 	$(VPY) scripts/prepare_models.py
 
-setup: wasm-target envoy ort models prepared
+setup: wasm-target envoy ort models prepared ngrams-check
+
+# The jailbreak signal's n-gram model (models/ngrams) is served as committed: its files
+# must match their checksums.
+ngrams-check:
+	cd models/ngrams && sha256sum --quiet --check SHA256SUMS
 
 # ---------------------------------------------------------------- build
 
@@ -232,6 +237,13 @@ train-venv: venv
 
 train-classifiers: models train-venv
 	$(VPY) scripts/train_classifiers.py --eval-dir $(EVAL_DIR)
+
+# Re-train the jailbreak signal's n-gram model (models/ngrams/) from $(EVAL_DIR) on
+# the same training rows, as the filter sends them (its compressor): about a minute
+# on two CPU cores. Not part of CI.
+train-ngrams: build train-venv
+	$(CARGO) build --release -p semroute-filter --example compress_jsonl
+	$(VPY) scripts/train_ngrams.py --eval-dir $(EVAL_DIR)
 
 # ---------------------------------------------------------------- eval
 

@@ -1,0 +1,213 @@
+#!/usr/bin/env python3
+"""Trains the jailbreak signal's second scorer: a logistic regression on hashed n-grams.
+
+The router encoder reads a text through MiniLM's English WordPiece vocabulary and a
+pooled vector; the same templates, payload spellings and multilingual injections leave
+a plainer trace in the text's bytes. This model reads those: the daemon adds its logit
+to the encoder's jailbreak log-odds (`models.jailbreak.ngrams`, see README "Signals"),
+where each catches rows the other misses (calib split: AUC 0.980 for the encoder alone,
+0.979 for this model alone, 0.987 for the sum).
+
+Features (`features`; the daemon's `models::ngrams` computes the same indices):
+  - the text as UTF-8 bytes, ASCII letters lowercased, every run of ASCII whitespace
+    (space, \\t, \\n, \\r, \\v, \\f) one space, no space at either end, then one space
+    added at each end;
+  - every byte 3-, 4- and 5-gram of that; every word (a maximal run of [a-z0-9], or
+    of bytes >= 0x80) and every pair of neighbouring words;
+  - each hashed with 64-bit FNV-1a (Fowler, Noll, Vo) over one tag byte (the n-gram's
+    length; 1 for a word, 2 for a pair, whose words are joined by one space) and the
+    bytes; the index is the hash's top `BITS` bits; each index counts once.
+logit = (sum of the weights at the indices) / sqrt(number of indices) + bias.
+
+Data: the router encoder's training split (`router_data.py`: licences that allow
+redistributing derived weights only; the calib and val splits never train), jailbreak
+rows as the filter sends them (its compressor and risk scan, as `eval_classifiers.py`),
+MMLU and MMLU-Pro questions as benign at weight 0.2, jailbreaks weighted to 0.6 of the
+benign weight. Adam, 4 epochs, batches of 256, fixed seeds, one thread count: the
+weights are reproducible.
+
+Outputs in `--out` (default models/ngrams/):
+  jailbreak.safetensors  `weight` [2^BITS] and `bias` [1], fp32; metadata: bits, version
+  reference.json         logits on models/check_texts.txt, which the daemon's tests
+                         compare its own features and sums with
+  TRAINING.json          data counts per source / subset / licence, settings, losses
+  SHA256SUMS             of the files above (`make setup` checks them)
+
+  build/venv/bin/python scripts/train_ngrams.py --eval-dir ../shared/eval
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import router_data as data  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BITS = 18
+ORDERS = (3, 4, 5)
+TAG_WORD, TAG_PAIR = 1, 2
+FNV_OFFSET = 0xCBF29CE484222325
+FNV_PRIME = 0x100000001B3
+_WS = re.compile(rb"[ \t\n\r\x0b\x0c]+")
+_WORD = re.compile(rb"[a-z0-9]+|[\x80-\xff]+")
+
+
+def normalized(text: str) -> bytes:
+    """The bytes the n-grams are taken from (see the module doc)."""
+    return b" " + _WS.sub(b" ", text.encode("utf-8").lower()).strip(b" ") + b" "
+
+
+def _fnv_rows(tag: int, rows: np.ndarray) -> np.ndarray:
+    """FNV-1a 64 of [tag] + each row of `rows` ([k, n] uint8), vectorised over rows."""
+    prime = np.uint64(FNV_PRIME)
+    h = np.full(rows.shape[0], np.uint64(FNV_OFFSET), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        h = (h ^ np.uint64(tag)) * prime
+        for j in range(rows.shape[1]):
+            h = (h ^ rows[:, j].astype(np.uint64)) * prime
+    return h
+
+
+def fnv1a(tag: int, b: bytes) -> int:
+    h = FNV_OFFSET
+    for x in bytes([tag]) + b:
+        h = ((h ^ x) * FNV_PRIME) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def features(text: str, bits: int = BITS) -> np.ndarray:
+    """Sorted distinct feature indices of `text`, int64."""
+    b = normalized(text)
+    a = np.frombuffer(b, dtype=np.uint8)
+    hashes = []
+    for n in ORDERS:
+        if len(a) >= n:
+            hashes.append(_fnv_rows(n, np.lib.stride_tricks.sliding_window_view(a, n)))
+    words = _WORD.findall(b)
+    pairs = [words[i] + b" " + words[i + 1] for i in range(len(words) - 1)]
+    hw = [fnv1a(TAG_WORD, w) for w in words] + [fnv1a(TAG_PAIR, p) for p in pairs]
+    if hw:
+        hashes.append(np.array(hw, dtype=np.uint64))
+    if not hashes:
+        return np.zeros(0, dtype=np.int64)
+    return np.unique((np.concatenate(hashes) >> np.uint64(64 - bits)).astype(np.int64))
+
+
+def logit(weight: np.ndarray, bias: float, text: str, bits: int = BITS) -> float:
+    f = features(text, bits)
+    return float(weight[f].astype(np.float64).sum() / math.sqrt(max(len(f), 1)) + bias)
+
+
+def training_rows(eval_dir: str) -> tuple[list[str], np.ndarray, np.ndarray, list[dict]]:
+    """Texts, labels, weights and source rows of the training split (see the module doc)."""
+    from eval_classifiers import FILTER_CONFIG, filter_view
+
+    rows = data.all_rows(eval_dir)
+    jb = [r for r in rows if r["split"] == "train" and r["task"] == "jailbreak"]
+    dom = [r for r in rows if r["split"] == "train" and r["task"] == "domain"]
+    view, _ = filter_view(jb, dict(FILTER_CONFIG.get("compression", {})))
+    texts = [v["text"] for v in view] + [r["text"] for r in dom]
+    y = np.array([r["jailbreak"] for r in jb] + [0] * len(dom), dtype=np.float32)
+    w = np.array([1.0] * len(jb) + [0.2] * len(dom), dtype=np.float32)
+    pos = y == 1
+    w[pos] *= w[~pos].sum() / w[pos].sum() * 0.6
+    return texts, y, w, jb + dom
+
+
+def train(texts, y, w, bits: int, epochs: int, seed: int, threads: int) -> tuple[np.ndarray, float, list[float]]:
+    import torch
+
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True)
+    feats = [features(t, bits) for t in texts]
+
+    def bag(fs):
+        offsets = np.cumsum([0] + [len(f) for f in fs[:-1]])
+        scale = np.concatenate([np.full(len(f), 1 / math.sqrt(max(len(f), 1)), dtype=np.float32) for f in fs])
+        return (torch.from_numpy(np.concatenate(fs)), torch.from_numpy(offsets), torch.from_numpy(scale))
+
+    emb = torch.nn.EmbeddingBag(1 << bits, 1, mode="sum")
+    torch.nn.init.zeros_(emb.weight)
+    b = torch.zeros(1, requires_grad=True)
+    opt = torch.optim.Adam(list(emb.parameters()) + [b], lr=0.05)
+    rng = np.random.default_rng(seed)
+    losses = []
+    for _ in range(epochs):
+        perm, total = rng.permutation(len(feats)), 0.0
+        for s in range(0, len(feats), 256):
+            ix = perm[s:s + 256]
+            ids, off, scale = bag([feats[i] for i in ix])
+            z = emb(ids, off, per_sample_weights=scale)[:, 0] + b
+            ww = torch.from_numpy(w[ix])
+            loss = (torch.nn.functional.binary_cross_entropy_with_logits(
+                z, torch.from_numpy(y[ix]), reduction="none") * ww).sum() / ww.sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            total += loss.item() * len(ix)
+        losses.append(round(total / len(feats), 6))
+        print(f"epoch {len(losses)}: loss {losses[-1]}", flush=True)
+    return emb.weight.detach().numpy()[:, 0].copy(), float(b.detach()[0]), losses
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "models", "ngrams"))
+    ap.add_argument("--bits", type=int, default=BITS)
+    ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    from safetensors.numpy import save_file
+
+    t0 = time.time()
+    texts, y, w, rows = training_rows(args.eval_dir)
+    weight, bias, losses = train(texts, y, w, args.bits, args.epochs, args.seed, args.threads)
+    os.makedirs(args.out, exist_ok=True)
+    version = f"jailbreak-ngrams-{args.bits}bit-seed{args.seed}"
+    save_file({"weight": weight.astype(np.float32), "bias": np.array([bias], dtype=np.float32)},
+              os.path.join(args.out, "jailbreak.safetensors"),
+              metadata={"bits": str(args.bits), "version": version})
+    with open(os.path.join(ROOT, "models", "check_texts.txt"), "rb") as f:
+        checks = [line for line in f.read().decode("utf-8").split("\n") if line.strip()]
+    reference = {"version": version, "bits": args.bits,
+                 "outputs": [{"text": t, "features": int(len(features(t, args.bits))),
+                              "logit": round(logit(weight, bias, t, args.bits), 6)} for t in checks]}
+    counts = collections.Counter((r["source"], r["subset"], r["license"], r["jailbreak"]) for r in rows)
+    training = {
+        "version": version,
+        "settings": {"bits": args.bits, "orders": list(ORDERS), "epochs": args.epochs, "seed": args.seed,
+                     "threads": args.threads, "lr": 0.05, "batch": 256, "question_weight": 0.2,
+                     "positive_share": 0.6},
+        "rows": len(rows),
+        "data": [{"source": s, "subset": sub, "license": lic, "label": data.JAILBREAK_LABELS[j], "rows": n}
+                 for (s, sub, lic, j), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2])))],
+        "losses": losses,
+        "seconds": round(time.time() - t0, 1),
+    }
+    for name, obj in (("reference.json", reference), ("TRAINING.json", training)):
+        with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=1, ensure_ascii=False)
+            f.write("\n")
+    with open(os.path.join(args.out, "SHA256SUMS"), "w") as f:
+        for name in ("jailbreak.safetensors", "reference.json", "TRAINING.json"):
+            with open(os.path.join(args.out, name), "rb") as g:
+                f.write(f"{hashlib.sha256(g.read()).hexdigest()}  {name}\n")
+    print(f"wrote {args.out} in {time.time() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

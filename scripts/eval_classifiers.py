@@ -10,7 +10,9 @@ override threshold (envoy.yaml, or --threshold and --override-threshold).
 
 Rows and splits come from `router_data.py`; `--split val` (the default) never saw training
 or a threshold choice. `--choose-threshold` runs on the calib split and prints the lowest
-threshold that keeps false blocks on its benign rows within the target.
+threshold (steps of 0.05 in log-odds) that keeps false blocks on each of its benign groups
+within half the target (CALIB_FALSE_BLOCK_TARGET), with the override threshold at a tenth
+of its odds (OVERRIDE_ODDS_RATIO).
 
 Prints (markdown):
   - domain accuracy and macro-F1 per category (MMLU-Pro held-out questions);
@@ -48,6 +50,25 @@ LENGTH_BANDS = [(0, 64), (64, 256), (256, 512), (512, 1 << 30)]
 LONG_LENGTHS = [2000, 8000, 16000]
 LONG_PER_LENGTH = 10
 FALSE_BLOCK_TARGET = 0.005
+# What a threshold chosen on the calib split may cost there: half the target. The calib
+# split holds redistributable rows only; the collections of real users' prompts under other
+# licences (ShareGPT, ToxicChat: val only, which no choice may see) are what deployments
+# send, and they score higher than calib's ordinary requests.
+CALIB_FALSE_BLOCK_TARGET = FALSE_BLOCK_TARGET / 2
+# The override threshold's odds, p / (1 - p), against the threshold's: a tenth. A request
+# whose risk scan found an instruction override ("ignore all previous instructions") is
+# taken as ten times likelier a priori to be an attack, so the score's evidence needs a
+# tenth of the odds (Bayes' rule in odds form). The calib split holds too few benign rows
+# with an override to choose it on.
+OVERRIDE_ODDS_RATIO = 10.0
+
+
+def override_threshold_for(t: float) -> float:
+    """The override threshold for threshold `t` (OVERRIDE_ODDS_RATIO)."""
+    if t >= 1.0:
+        return 1.0
+    odds = t / (1.0 - t) / OVERRIDE_ODDS_RATIO
+    return odds / (1.0 + odds)
 
 
 # Ordinary-request false-block rates at which `equal_false_block_table` compares encoders.
@@ -130,7 +151,8 @@ def main() -> int:
     ap.add_argument("--no-override-threshold", action="store_true",
                     help="the threshold alone, as a filter with `override_threshold: null`")
     ap.add_argument("--choose-threshold", action="store_true",
-                    help=f"calib split: print the lowest threshold with ≤ {100 * FALSE_BLOCK_TARGET:.1f}%% false blocks")
+                    help=f"calib split: print the lowest threshold with ≤ {100 * CALIB_FALSE_BLOCK_TARGET:.2f}%% "
+                         "false blocks, and its override threshold")
     ap.add_argument("--budget-tokens", type=int,
                     help="the filter's compression budget (default: envoy.yaml's compression.budget_tokens)")
     ap.add_argument("--no-long", action="store_true", help="skip the long-prompt rows")
@@ -180,16 +202,26 @@ def main() -> int:
             "ordinary requests": np.array([i for i in benign if data.is_ordinary_request(rows[i])]),
             "documents": np.array([i for i in benign if rows[i]["kind"] == "document"]),
         }
-        grid = [round(0.5 + 0.01 * k, 3) for k in range(50)] + [0.995, 0.999, 1.0]
-        t_o = args.override_threshold
-        t = next(g for g in grid
-                 if all(np.mean(jailbreak_blocked(jb_score[ix], override[ix], g, t_o)) <= FALSE_BLOCK_TARGET
-                        for ix in groups.values() if len(ix)))
+        # Steps of 0.05 in log-odds from 0.5 up (steps in probability are far too coarse where
+        # the scores crowd, near 1), then 1.0.
+        grid = [round(1.0 / (1.0 + math.exp(-0.05 * k)), 7) for k in range(400)] + [1.0]
+
+        def pair(g: float) -> tuple[float, float | None]:
+            return g, (None if args.no_override_threshold else round(override_threshold_for(g), 7))
+
+        def within(g: float) -> bool:
+            return all(np.mean(jailbreak_blocked(jb_score[ix], override[ix], *pair(g))) <= CALIB_FALSE_BLOCK_TARGET
+                       for ix in groups.values() if len(ix))
+
+        t, t_o = pair(next(g for g in grid if within(g)))
         y = np.array([rows[i]["jailbreak"] for i in jb_rows])
         rec = float(np.mean(jailbreak_blocked(jb_score[jb_rows], override[jb_rows], t, t_o)[y == 1]))
         sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
-        print(f"Lowest threshold with ≤ {FALSE_BLOCK_TARGET:.1%} false blocks on each calib benign group ({sizes}), "
-              f"override threshold {t_o}: **{t}**; calib recall at it {rec:.3f}\n")
+        print(f"Lowest threshold with ≤ {CALIB_FALSE_BLOCK_TARGET:.2%} false blocks on each calib benign group "
+              f"({sizes}): **{t}**, override threshold (a tenth of its odds) **{t_o}**; "
+              f"calib recall at them {rec:.3f}\n")
+        summary["chosen_override_threshold"] = t_o
+        args.override_threshold = t_o
         summary["chosen_threshold"] = t
         args.threshold = t
 

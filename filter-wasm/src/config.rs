@@ -192,17 +192,19 @@ pub enum JailbreakAction {
 pub struct JailbreakPolicy {
     /// Whether the signal is requested and acted on.
     pub enabled: bool,
-    /// Score at or above which a request counts as a jailbreak, 0..=1. The default 0.999
-    /// is the lowest at which the router's own classifier (`models/router`), with
-    /// `override_threshold` at its default, blocks at most 0.5% of the ordinary requests
-    /// and of the document passages of its calibration split
+    /// Score at or above which a request counts as a jailbreak, 0..=1. The default
+    /// 0.9999546 (log-odds 10) is the lowest, on a grid of 0.05 in log-odds, at which the
+    /// daemon's default jailbreak score (the router encoder, `models/router`, with the
+    /// n-gram model's logit added, `models/ngrams`), with `override_threshold` at its
+    /// default, blocks at most half the 0.5% target of the ordinary requests, of the
+    /// document passages and of all benign rows of its calibration split
     /// (`scripts/eval_classifiers.py --choose-threshold`).
     pub threshold: f32,
     /// The threshold for a request in which the filter's risk scan found an instruction
     /// override ("ignore all previous instructions", [`crate::risk::RiskFlags::OVERRIDE`])
     /// in the text or the scan text; the lower of the two applies. Ordinary requests
-    /// almost never hold one, and an injection buried in a paragraph of prose scores
-    /// about 0.99, below the general threshold. Default 0.99; `null`: `threshold` alone.
+    /// almost never hold one. Default 0.9995462, a tenth of the general threshold's odds
+    /// (log-odds 7.70); `null`: `threshold` alone.
     pub override_threshold: Option<f32>,
     /// Block or mark.
     pub action: JailbreakAction,
@@ -219,8 +221,8 @@ impl Default for JailbreakPolicy {
     fn default() -> Self {
         JailbreakPolicy {
             enabled: true,
-            threshold: 0.999,
-            override_threshold: Some(0.99),
+            threshold: 0.999_954_6,
+            override_threshold: Some(0.999_546_2),
             action: JailbreakAction::Block,
             fail_closed_on_cue: true,
         }

@@ -843,7 +843,7 @@ impl HttpFilter {
             host.set_request_header(&cfg.header("fallback"), reason.as_str());
         }
         if let Some(score) = route.jailbreak_mark {
-            host.set_request_header(&cfg.header("jailbreak"), &format!("{score:.4}"));
+            host.set_request_header(&cfg.header("jailbreak"), &format!("{score:.7}"));
         }
         host.set_request_header(&cfg.header("timing"), &self.timing(host.now_us()));
         self.applied = Some(route);

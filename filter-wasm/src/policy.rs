@@ -280,7 +280,7 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                 match config.jailbreak.action {
                     JailbreakAction::Block => {
                         log::info!(
-                            "semroute: blocked: jailbreak score {:.4} >= threshold {threshold:.4}",
+                            "semroute: blocked: jailbreak score {:.7} >= threshold {threshold:.7}",
                             j.score,
                         );
                         return Verdict::Reject {
@@ -468,13 +468,13 @@ mod tests {
     #[test]
     fn jailbreak_blocks_or_marks() {
         let c = config("");
-        assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[]))));
-        // Below the default threshold (0.999).
-        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[]))));
+        assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[]))));
+        // Below the default threshold (0.9999546).
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9999, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
-        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[])));
-        assert_eq!(r.jailbreak_mark, Some(0.9995));
-        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[])));
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[])));
+        assert_eq!(r.jailbreak_mark, Some(0.99999));
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9999, &[])));
         assert_eq!(r.jailbreak_mark, None);
     }
 
@@ -484,16 +484,17 @@ mod tests {
             instruction_override: true,
             ..AUTO
         };
+        // Between the two defaults (0.9995462 and 0.9999546).
         let c = config("");
-        assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.995, &[]))));
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.98, &[]))));
-        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.995, &[]))));
+        assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.9998, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.999, &[]))));
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
-        let r = route(decide(&c, over, &reply("math", 0.9, 0.995, &[])));
-        assert_eq!(r.jailbreak_mark, Some(0.995));
+        let r = route(decide(&c, over, &reply("math", 0.9, 0.9998, &[])));
+        assert_eq!(r.jailbreak_mark, Some(0.9998));
         // `null`: the general threshold alone.
         let c = config(r#","jailbreak":{"override_threshold":null}"#);
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.995, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.9998, &[]))));
         // The lower of the two applies.
         let c = config(r#","jailbreak":{"threshold":0.9,"override_threshold":0.95}"#);
         assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.92, &[]))));

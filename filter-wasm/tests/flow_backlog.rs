@@ -67,7 +67,7 @@ fn a_reply_before_the_backlog_is_scanned_waits_for_it() {
     // A jailbreak verdict does not wait for the backlog.
     let (mut f, mut h) = buffered(cfg, &body);
     body_now(&mut f, &mut h, true);
-    h.reply = Some(reply("math", 0.9995, &[]));
+    h.reply = Some(reply("math", 0.99999, &[]));
     f.on_grpc_response(&mut h, 1, 0, 10);
     assert_eq!(h.sent_status(), Some(403));
     assert!(!f.has_backlog(), "a replied stream has no backlog");

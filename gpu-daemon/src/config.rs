@@ -318,11 +318,13 @@ impl Default for ModelsConfig {
                 head: Some(PathBuf::from("models/router/domain.json")),
                 classifier_dir: None,
                 positive_label: None,
+                ngrams: None,
             },
             jailbreak: SequenceSignalConfig {
                 head: Some(PathBuf::from("models/router/jailbreak.json")),
                 classifier_dir: None,
                 positive_label: Some("jailbreak".into()),
+                ngrams: Some(PathBuf::from("models/ngrams/jailbreak.safetensors")),
             },
             pii: PiiConfig::default(),
         }
@@ -342,6 +344,10 @@ pub struct SequenceSignalConfig {
     pub classifier_dir: Option<PathBuf>,
     /// For binary signals (jailbreak): the label whose probability is the score.
     pub positive_label: Option<String>,
+    /// Jailbreak only: a hashed n-gram model (`scripts/train_ngrams.py`,
+    /// `models/ngrams/jailbreak.safetensors`) whose logit is added to the score's
+    /// log-odds. `None`: the windows' probability alone.
+    pub ngrams: Option<PathBuf>,
 }
 
 /// PII signal settings.
@@ -454,6 +460,12 @@ impl DaemonConfig {
             if s.head.is_none() && s.classifier_dir.is_none() {
                 return Err(invalid(field, "needs `head` or `classifier_dir`"));
             }
+        }
+        if self.models.domain.ngrams.is_some() {
+            return Err(invalid(
+                "models.domain.ngrams",
+                "n-gram models are for the jailbreak signal only",
+            ));
         }
         if !(0.0..=1.0).contains(&self.models.pii.min_score) {
             return Err(invalid("models.pii.min_score", "must be in 0..=1"));

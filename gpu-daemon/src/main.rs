@@ -445,6 +445,8 @@ fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
     if let Some(j) = &out.jailbreak {
         v["jailbreak"] = json!({
             "score": j.score.max(0.0),
+            "encoder_score": j.encoder_score.max(0.0),
+            "ngram_logit": j.ngram_logit,
             "windows": j.windows,
             "window": [j.window.0, j.window.1],
             "in_scan_text": j.window.2 == Part::ScanText,

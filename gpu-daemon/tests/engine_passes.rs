@@ -32,6 +32,7 @@ fn config(cache_bytes: usize) -> DaemonConfig {
     for head in [&mut m.domain.head, &mut m.jailbreak.head] {
         *head = head.as_ref().map(|h| root.join(h));
     }
+    m.jailbreak.ngrams = m.jailbreak.ngrams.as_ref().map(|p| root.join(p));
     m.pii.model_dir = m.pii.model_dir.as_ref().map(|d| root.join(d));
     assert!(
         m.encoder_dir.join("model.onnx").exists(),

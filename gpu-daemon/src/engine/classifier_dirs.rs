@@ -197,6 +197,8 @@ fn score_texts(
                 let span = byte_span(&tok, w.clone(), text.len());
                 scores.best = Some(JailbreakOutput {
                     score,
+                    encoder_score: score,
+                    ngram_logit: None,
                     windows: 0,
                     window: (base + span.0, base + span.1, part),
                 });

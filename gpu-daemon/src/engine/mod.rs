@@ -25,6 +25,7 @@
 //! Signals with classifier directories of their own run in `classifier_dirs`.
 
 mod classifier_dirs;
+mod jailbreak_ngrams;
 mod pii;
 mod readings;
 mod sequence;
@@ -43,6 +44,7 @@ use crate::config::{DaemonConfig, LimitsConfig, SequenceSignalConfig, ThreadPool
 use crate::models::encoder::SentenceEncoder;
 use crate::models::head::LinearHead;
 use crate::models::hf_dir::HfClassifier;
+use crate::models::ngrams::NgramScorer;
 use crate::models::tokenizer::WindowTokenizer;
 use crate::models::ModelError;
 use crate::passes::{run_sorted, BatchLimits, Source};
@@ -236,8 +238,14 @@ pub struct DomainOutput {
 /// Jailbreak result.
 #[derive(Debug, Clone)]
 pub struct JailbreakOutput {
-    /// Highest window probability.
+    /// The decision's probability: the highest window probability, with the n-gram
+    /// model's logit added to its log-odds where one is configured
+    /// ([`crate::models::ngrams::NgramScorer::combine`]).
     pub score: f32,
+    /// The highest window probability alone (the encoder's or the classifier's).
+    pub encoder_score: f32,
+    /// The n-gram model's logit that was added, where one is configured.
+    pub ngram_logit: Option<f32>,
     /// Windows scored.
     pub windows: u32,
     /// Byte span of the riskiest window and the text it lies in.
@@ -380,6 +388,10 @@ impl Engine {
                 path: "models.jailbreak".into(),
                 message: format!("positive_label {positive:?} is not among labels {labels:?}"),
             })?;
+        let jailbreak_ngrams = match &m.jailbreak.ngrams {
+            Some(path) => Some(NgramScorer::load(path)?),
+            None => None,
+        };
         let pii_model = match &m.pii.model_dir {
             Some(dir) => Some(HfClassifier::load(dir, &config.runtime)?),
             None => None,
@@ -413,13 +425,17 @@ impl Engine {
         let mut names = ModelNames::default();
         let enc_name = encoder.as_ref().map(|e| e.name.clone()).unwrap_or_default();
         for (signal, model) in [(signal::DOMAIN, &domain), (signal::JAILBREAK, &jailbreak)] {
-            names.entries.push((
-                signal,
-                match model {
-                    SequenceModel::Head(h) => format!("{enc_name}+{}@{}", h.name, h.version),
-                    SequenceModel::Classifier(c) => c.name.clone(),
-                },
-            ));
+            let mut name = match model {
+                SequenceModel::Head(h) => format!("{enc_name}+{}@{}", h.name, h.version),
+                SequenceModel::Classifier(c) => c.name.clone(),
+            };
+            if let Some(n) = jailbreak_ngrams
+                .as_ref()
+                .filter(|_| signal == signal::JAILBREAK)
+            {
+                name = format!("{name}+{}", n.version);
+            }
+            names.entries.push((signal, name));
         }
         names.entries.push((
             signal::PII,
@@ -434,6 +450,7 @@ impl Engine {
                 domain,
                 jailbreak,
                 jailbreak_positive,
+                jailbreak_ngrams,
                 limits: config.limits.clone(),
                 batch: config.batching.limits(),
                 cache: ResultCache::new(config.cache.encoder_bytes),

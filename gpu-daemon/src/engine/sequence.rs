@@ -39,6 +39,7 @@ use crate::cache::ResultCache;
 use crate::config::LimitsConfig;
 use crate::models::encoder::{l2_normalize, SentenceEncoder};
 use crate::models::head::LinearHead;
+use crate::models::ngrams::NgramScorer;
 use crate::models::tokenizer::{TokenizedText, WindowTokenizer};
 use crate::models::ModelError;
 use crate::passes::{run_cached, BatchLimits, Passes};
@@ -50,6 +51,8 @@ pub(super) struct SequenceSignals {
     pub(super) domain: SequenceModel,
     pub(super) jailbreak: SequenceModel,
     pub(super) jailbreak_positive: usize,
+    /// Hashed n-gram model whose logit is added to the jailbreak score's log-odds.
+    pub(super) jailbreak_ngrams: Option<NgramScorer>,
     pub(super) limits: LimitsConfig,
     pub(super) batch: BatchLimits,
     /// Pooled encoder embeddings `[hidden]` per exact window or sentence.
@@ -118,7 +121,9 @@ impl SequenceSignals {
     ) -> Result<(), EngineError> {
         self.run_heads(inputs, outputs)?;
         // Classifier directories: each runs its own tokenizer and windows.
-        self.run_classifier_dirs(inputs, outputs)
+        self.run_classifier_dirs(inputs, outputs)?;
+        self.add_ngram_logits(inputs, outputs);
+        Ok(())
     }
 
     /// The signals on the shared encoder: plan, run and aggregate the windows, then the
@@ -350,6 +355,8 @@ fn score_windows(
                 }
                 let out = outputs[job.req].jailbreak.get_or_insert(JailbreakOutput {
                     score: -1.0,
+                    encoder_score: -1.0,
+                    ngram_logit: None,
                     windows: 0,
                     window: (0, 0, Part::Text),
                 });

@@ -1,10 +1,12 @@
 //! Model wrappers over ONNX Runtime sessions: the shared sentence encoder,
 //! linear heads on it, and classifier directories in the vLLM Semantic
-//! Router format (sequence and token classification).
+//! Router format (sequence and token classification), and the jailbreak signal's hashed
+//! n-gram scorer.
 
 pub mod encoder;
 pub mod head;
 pub mod hf_dir;
+pub mod ngrams;
 pub mod tokenizer;
 
 use std::path::PathBuf;

@@ -239,8 +239,8 @@ train-classifiers: models train-venv
 	$(VPY) scripts/train_classifiers.py --eval-dir $(EVAL_DIR)
 
 # Re-train the jailbreak signal's n-gram model (models/ngrams/) from $(EVAL_DIR) on
-# the same training rows, as the filter sends them (its compressor): about a minute
-# on two CPU cores. Not part of CI.
+# the same training rows, as the filter sends them (its compressor): about 30 s on
+# two CPU cores. Not part of CI.
 train-ngrams: build train-venv
 	$(CARGO) build --release -p semroute-filter --example compress_jsonl
 	$(VPY) scripts/train_ngrams.py --eval-dir $(EVAL_DIR)

@@ -6,7 +6,7 @@ pooled vector; the same templates, payload spellings and multilingual injections
 a plainer trace in the text's bytes. This model reads those: the daemon adds its logit
 to the encoder's jailbreak log-odds (`models.jailbreak.ngrams`, see README "Signals"),
 where each catches rows the other misses (calib split: AUC 0.980 for the encoder alone,
-0.979 for this model alone, 0.987 for the sum).
+0.979 for this model alone, 0.986 for the sum).
 
 Features (`features`; the daemon's `models::ngrams` computes the same indices):
   - the text as UTF-8 bytes, ASCII letters lowercased, every run of ASCII whitespace
@@ -165,7 +165,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "ngrams"))
-    ap.add_argument("--bits", type=int, default=BITS)
+    ap.add_argument("--bits", type=int, default=BITS, choices=range(10, 25), metavar="10..24")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)

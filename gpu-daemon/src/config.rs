@@ -182,7 +182,9 @@ pub struct LimitsConfig {
     /// alone) run only while the text's best score is below this. They can only raise the
     /// maximum, so past the block threshold they cannot change the decision. When used,
     /// keep it at or above the filter's `jailbreak.threshold`; 1: always run them; 0 (the
-    /// default): never (see `jailbreak_sentences_from`).
+    /// default): never (see `jailbreak_sentences_from`). It compares the windows' score
+    /// before an n-gram model's logit is added (`models.jailbreak.ngrams`), so with one
+    /// configured only 0 and 1 keep that promise.
     pub jailbreak_refine_below: f32,
     /// Jailbreak: most other readings of each text scored besides the text as written
     /// (0..=8), each scored only in windows over what it changed, with 64 tokens of context
@@ -346,7 +348,8 @@ pub struct SequenceSignalConfig {
     pub positive_label: Option<String>,
     /// Jailbreak only: a hashed n-gram model (`scripts/train_ngrams.py`,
     /// `models/ngrams/jailbreak.safetensors`) whose logit is added to the score's
-    /// log-odds. `None`: the windows' probability alone.
+    /// log-odds. `None`: the windows' probability alone (also for a `[models.jailbreak]`
+    /// table that does not name it; the built-in default names it).
     pub ngrams: Option<PathBuf>,
 }
 

@@ -12,16 +12,34 @@
 //! the text without it does), and a flagged sentence scored alone
 //! keeps an instruction override buried in a paragraph of prose from being averaged away
 //! by the paragraph's n-grams.
+//!
+//! The logit counts from [`NGRAM_LOGIT_FLOOR`] up, so that no text around a jailbreak can
+//! outvote an encoder that is certain of it. Each text is read up to [`MAX_NGRAM_BYTES`],
+//! and at most [`MAX_FLAGGED_JOBS`] flagged sentences and their readings per request, so a
+//! request's cost stays bounded whatever its size and its flagged spans.
+
+use std::time::Instant;
 
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::sequence::SequenceSignals;
-use super::{ClassifyInput, ClassifyOutput, Part};
+use super::{ClassifyInput, ClassifyOutput, Part, MAX_FLAGGED_JOBS};
 use crate::invisible::is_invisible;
 use crate::models::ngrams::NgramScorer;
 
+/// Lowest n-gram logit added to the encoder's log-odds. An encoder score at its ceiling
+/// (`1 - 1e-7`, log-odds 16.1, [`NgramScorer::combine`]) then stays above log-odds 10, the
+/// filter's default threshold, however benign the text padded around the jailbreak reads.
+/// On the validation split no decision changes with it.
+pub const NGRAM_LOGIT_FLOOR: f32 = -6.0;
+
+/// Bytes of each text the n-gram model reads, its first ones (on a character boundary):
+/// 64 KiB, about 16K tokens of prose. The filter sends its compressed text, far shorter.
+pub const MAX_NGRAM_BYTES: usize = 64 * 1024;
+
 impl SequenceSignals {
     /// Sets each jailbreak result's `encoder_score` to its score and, with an n-gram model
-    /// configured, adds the model's logit ([`ngram_logit`]) to the score's log-odds.
+    /// configured, adds the model's logit ([`ngram_logit`], at least
+    /// [`NGRAM_LOGIT_FLOOR`]) to the score's log-odds; its time counts as postprocessing.
     pub(super) fn add_ngram_logits(
         &self,
         inputs: &[ClassifyInput],
@@ -33,9 +51,11 @@ impl SequenceSignals {
             };
             j.encoder_score = j.score;
             if let Some(scorer) = &self.jailbreak_ngrams {
+                let t0 = Instant::now();
                 let logit = ngram_logit(scorer, input, self.limits.max_readings);
                 j.ngram_logit = Some(logit);
-                j.score = NgramScorer::combine(j.score, logit);
+                j.score = NgramScorer::combine(j.score, logit.max(NGRAM_LOGIT_FLOOR));
+                out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
             }
         }
     }
@@ -43,24 +63,46 @@ impl SequenceSignals {
 
 /// The highest n-gram logit over `text`, `scan_text` (when not empty), their readings
 /// (at most `max_readings` each), and the flagged sentences of both, each alone with its
-/// readings.
+/// readings (at most [`MAX_FLAGGED_JOBS`] such texts, each sentence as written first).
 fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize) -> f32 {
     let scan_text = Some(&input.scan_text).filter(|t| !t.is_empty());
     let mut best = f32::NEG_INFINITY;
     for text in std::iter::once(&input.text).chain(scan_text) {
+        let text = prefix(text);
         best = best.max(read_logit(scorer, text));
         for reading in jailbreak_readings(text, max_readings) {
             best = best.max(read_logit(scorer, &reading));
         }
     }
+    let mut flagged: Vec<&str> = Vec::new();
     for part in [Part::Text, Part::ScanText] {
         for (_, sentence) in input.flagged(part) {
-            for variant in flagged_variants(sentence, max_readings) {
-                best = best.max(read_logit(scorer, &variant));
+            let sentence = prefix(sentence);
+            if !flagged.contains(&sentence) {
+                flagged.push(sentence);
             }
         }
     }
+    let variants = flagged
+        .iter()
+        .flat_map(|s| flagged_variants(s, max_readings))
+        .take(MAX_FLAGGED_JOBS);
+    for variant in variants {
+        best = best.max(read_logit(scorer, &variant));
+    }
     best
+}
+
+/// The first [`MAX_NGRAM_BYTES`] of `text`, cut on a character boundary.
+fn prefix(text: &str) -> &str {
+    if text.len() <= MAX_NGRAM_BYTES {
+        return text;
+    }
+    let mut end = MAX_NGRAM_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// The n-gram logit of `text`, or, where it holds [invisible](is_invisible) characters,
@@ -72,4 +114,25 @@ fn read_logit(scorer: &NgramScorer, text: &str) -> f32 {
     }
     let visible: String = text.chars().filter(|c| !is_invisible(*c)).collect();
     logit.max(scorer.logit(&visible))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_cuts_on_a_character_boundary() {
+        assert_eq!(prefix("short"), "short");
+        let long = "é".repeat(MAX_NGRAM_BYTES);
+        let p = prefix(&long);
+        assert!(p.len() <= MAX_NGRAM_BYTES && p.len() > MAX_NGRAM_BYTES - 4);
+        assert!(p.chars().all(|c| c == 'é'));
+    }
+
+    #[test]
+    fn the_floor_keeps_a_certain_encoder_above_the_default_threshold() {
+        let z = |p: f32| ((p as f64) / (1.0 - p as f64)).ln();
+        let certain = NgramScorer::combine(1.0, NGRAM_LOGIT_FLOOR);
+        assert!(z(certain) >= 10.0, "{certain}");
+    }
 }

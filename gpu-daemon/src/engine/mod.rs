@@ -625,7 +625,7 @@ fn count_pass(source: Source, len: usize, tokens: &mut u32, cached: &mut u32) {
 
 /// Most encoder jobs per request for the filter's flagged sentences (each sentence in full,
 /// in its readings, and its pieces; see [`windows::flagged_pieces`]).
-const MAX_FLAGGED_JOBS: usize = 2 * MAX_FLAGGED_SENTENCES;
+pub(super) const MAX_FLAGGED_JOBS: usize = 2 * MAX_FLAGGED_SENTENCES;
 
 #[cfg(test)]
 mod tests {

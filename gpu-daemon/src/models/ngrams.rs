@@ -17,7 +17,8 @@
 //!   the index being the hash's top `bits` bits; each index counted once.
 //!
 //! `logit = sum(weight[i] for each index i) / sqrt(indices) + bias`. Cost: linear in the
-//! text's bytes, about 10 hashes per byte (microseconds for the filter's 256-token texts).
+//! text's bytes, about 3.5 hashes (17 FNV rounds) per byte (microseconds for the filter's
+//! 256-token texts).
 
 use std::path::Path;
 
@@ -36,6 +37,11 @@ const TAG_PAIR: u8 = 2;
 /// Table sizes accepted from a weights file: 2^10 to 2^24 weights (4 KiB to 64 MiB).
 const BITS_RANGE: std::ops::RangeInclusive<u32> = 10..=24;
 
+/// Largest weights file accepted: the largest table (2^24 fp32 weights) and 1 MiB of header.
+const MAX_FILE_BYTES: u64 = (4 << 24) + (1 << 20);
+/// Largest weight magnitude accepted (trained weights stay below 10).
+const MAX_WEIGHT: f32 = 1e4;
+
 /// A hashed n-gram logistic regression: `weight` `[2^bits]`, `bias`.
 #[derive(Debug, Clone)]
 pub struct NgramScorer {
@@ -50,10 +56,18 @@ impl NgramScorer {
     /// Loads a weights file written by `scripts/train_ngrams.py`: safetensors with
     /// `weight` (f32 `[2^bits]`) and `bias` (f32 `[1]`), metadata `bits` and `version`.
     pub fn load(path: &Path) -> Result<Self, ModelError> {
-        let bytes = std::fs::read(path).map_err(|e| ModelError::File {
+        let file_error = |e: std::io::Error| ModelError::File {
             path: path.to_owned(),
             message: e.to_string(),
-        })?;
+        };
+        let size = std::fs::metadata(path).map_err(file_error)?.len();
+        if size > MAX_FILE_BYTES {
+            return Err(ModelError::Invalid {
+                path: path.to_owned(),
+                message: format!("{size} bytes, more than the largest table's {MAX_FILE_BYTES}"),
+            });
+        }
+        let bytes = std::fs::read(path).map_err(file_error)?;
         let invalid = |message: String| ModelError::Invalid {
             path: path.to_owned(),
             message,
@@ -66,7 +80,11 @@ impl NgramScorer {
             .and_then(|b| b.parse().ok())
             .filter(|b| BITS_RANGE.contains(b))
             .ok_or_else(|| invalid(format!("metadata `bits` missing or outside {BITS_RANGE:?}")))?;
-        let version = info.get("version").cloned().unwrap_or_default();
+        let version = info
+            .get("version")
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .ok_or_else(|| invalid("metadata `version` missing".into()))?;
         let tensors =
             SafeTensors::deserialize(&bytes).map_err(|e| invalid(format!("safetensors: {e}")))?;
         let read = |name: &str, len: usize| -> Result<Vec<f32>, ModelError> {
@@ -87,8 +105,12 @@ impl NgramScorer {
         };
         let weight = read("weight", 1usize << bits)?;
         let bias = read("bias", 1)?[0];
-        if !bias.is_finite() || weight.iter().any(|w| !w.is_finite()) {
-            return Err(invalid("weights must be finite".into()));
+        // Bounded, so that a sum over a text's features stays finite in f32.
+        let bounded = |w: &f32| w.is_finite() && w.abs() <= MAX_WEIGHT;
+        if !bounded(&bias) || !weight.iter().all(bounded) {
+            return Err(invalid(format!(
+                "weights must be finite, at most {MAX_WEIGHT} in magnitude"
+            )));
         }
         Ok(Self {
             weight,
@@ -157,8 +179,10 @@ fn word_class(b: u8) -> u8 {
     }
 }
 
-/// Sorted distinct feature indices of `text` for a table of `2^bits` weights.
-pub fn features(text: &str, bits: u32) -> Vec<u32> {
+/// Sorted distinct feature indices of `text` for a table of `2^bits` weights (`bits` in
+/// [`BITS_RANGE`], checked at load).
+fn features(text: &str, bits: u32) -> Vec<u32> {
+    debug_assert!(BITS_RANGE.contains(&bits));
     let b = normalized(text);
     let shift = 64 - bits;
     let mut idx: Vec<u32> = Vec::with_capacity(b.len() * (ORDERS.len() + 2));
@@ -221,12 +245,12 @@ mod tests {
 
     #[test]
     fn words_are_runs_of_one_class() {
-        // " ab1 é-x " -> words "ab1", "é", "x": 3 words, 2 pairs; byte grams of 9 bytes.
+        // " ab1 é-x " (10 bytes) -> words "ab1", "é", "x": 3 words and 2 pairs, beside
+        // 8 + 7 + 6 byte grams; 26 distinct indices in a table of 2^24.
         let text = "AB1 é-x";
-        let b = normalized(text);
-        let grams: usize = ORDERS.iter().map(|n| b.len() + 1 - n).sum();
+        assert_eq!(normalized(text).len(), 10);
         let f = features(text, 24);
-        assert!(f.len() <= grams + 5 && f.len() >= 5);
+        assert_eq!(f.len(), 26);
         assert!(f.windows(2).all(|w| w[0] < w[1]));
         assert!(features("", 18).is_empty());
     }
@@ -268,6 +292,61 @@ mod tests {
             NgramScorer::load(&dir.path().join("missing")),
             Err(ModelError::File { .. })
         ));
+    }
+
+    /// A weights file with `weight` of `len` values (all `w`) and metadata `bits`.
+    fn weights_file(
+        dir: &Path,
+        bits: &str,
+        len: usize,
+        w: f32,
+        dtype: Dtype,
+    ) -> std::path::PathBuf {
+        use safetensors::tensor::TensorView;
+        let data: Vec<u8> = std::iter::repeat_n(w.to_le_bytes(), len)
+            .flatten()
+            .collect();
+        let bias = 0f32.to_le_bytes();
+        let size = if dtype == Dtype::F32 { 4 } else { 2 };
+        let weight = TensorView::new(dtype, vec![data.len() / size], &data).unwrap();
+        let bias = TensorView::new(Dtype::F32, vec![1], &bias).unwrap();
+        let meta = [
+            ("bits".to_string(), bits.to_string()),
+            ("version".to_string(), "t".to_string()),
+        ];
+        let bytes = safetensors::serialize(
+            [("weight", weight), ("bias", bias)],
+            Some(meta.into_iter().collect()),
+        )
+        .unwrap();
+        let p = dir.join(format!("w-{bits}-{len}-{w}-{dtype:?}.safetensors"));
+        std::fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    #[test]
+    fn rejects_weights_of_the_wrong_kind_shape_or_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let ok = NgramScorer::load(&weights_file(d, "10", 1024, 0.5, Dtype::F32)).unwrap();
+        // Every weight 0.5, bias 0: 0.5 * sqrt(indices).
+        let n = features("abc", 10).len() as f32;
+        assert!((ok.logit("abc") - 0.5 * n.sqrt()).abs() < 1e-5);
+        for bad in [
+            weights_file(d, "10", 1000, 0.5, Dtype::F32),
+            weights_file(d, "9", 512, 0.5, Dtype::F32),
+            weights_file(d, "25", 1024, 0.5, Dtype::F32),
+            weights_file(d, "x", 1024, 0.5, Dtype::F32),
+            weights_file(d, "10", 1024, f32::NAN, Dtype::F32),
+            weights_file(d, "10", 1024, 1e9, Dtype::F32),
+            weights_file(d, "10", 2048, 0.5, Dtype::F16),
+        ] {
+            assert!(
+                matches!(NgramScorer::load(&bad), Err(ModelError::Invalid { .. })),
+                "{}",
+                bad.display()
+            );
+        }
     }
 
     #[test]

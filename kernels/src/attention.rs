@@ -36,6 +36,7 @@
 //! three times (baseline, AVX2+FMA, AVX-512) and the widest one the CPU
 //! supports is chosen at run time.
 
+use self::intrinsics::Task;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
@@ -753,34 +754,21 @@ fn attention_task<const R: usize, const CH: usize, const FMA: bool>(
     block: usize,
     out: &mut [f32],
 ) {
-    let AttentionShape {
-        heads,
-        seq_q,
-        seq_kv,
-        head_dim: d,
-        ..
-    } = p.shape;
+    let Some(task) = Task::new(p, bh, block, out.len()) else {
+        return;
+    };
+    let (d, seq_kv, i0, rows, bias) = (task.d, task.seq_kv, task.i0, task.rows, task.bias);
+    let Some(v) = p.v.get(bh * seq_kv * d..(bh + 1) * seq_kv * d) else {
+        return;
+    };
     let tile = CH * LANES;
     let window = p.params.window;
-    let i0 = block * QUERY_BLOCK;
-    let rows = QUERY_BLOCK.min(seq_q.saturating_sub(i0));
-    if rows == 0 || out.len() < rows * d {
-        return;
-    }
     let groups = rows.div_ceil(R);
-    let b = bh / heads;
-    let q = &p.q[(bh * seq_q + i0) * d..][..rows * d];
-    let v = &p.v[bh * seq_kv * d..][..seq_kv * d];
-    let bias = p.bias.map(|kb| &kb.data[b * kb.batch_stride..][..seq_kv]);
 
     // Pre-scaled queries, transposed per group: qt[(g * d + t) * R + r].
-    let scale = p.params.scale;
     let mut qt = vec![0.0f32; groups * d * R];
-    for (row, qrow) in q.chunks_exact(d).enumerate() {
-        let (g, r) = (row / R, row % R);
-        for (t, &x) in qrow.iter().enumerate() {
-            qt[(g * d + t) * R + r] = x * scale;
-        }
+    for (g, qs) in qt.chunks_exact_mut(d * R).enumerate() {
+        task.group_queries::<R>(g * R, p.params.scale, qs);
     }
     // Output accumulators (rows padded to whole groups) and softmax state.
     let mut acc = vec![0.0f32; groups * R * d];
@@ -1018,7 +1006,6 @@ pub fn naive_attention(
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
-#[cfg(target_arch = "x86_64")]
 mod intrinsics;
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,11 @@
-//! What the intrinsics kernels (`avx2`, `avx512`) share: a task's inputs,
-//! sliced and checked, a row group's visible key ranges, and the `exp`
-//! polynomial.
+//! What the kernels share: a task's inputs, sliced and checked, and its
+//! queries transposed per row group (all kernels); a row group's visible key
+//! ranges and the `exp` polynomial (the intrinsics kernels, `avx2` and
+//! `avx512`).
 //!
-//! Both walk a task's query rows in groups of `N` rows; a group's keys are
+//! They walk a task's query rows in groups of `N` rows; a group's keys are
 //! the union of its rows' windows.
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 
 use std::ops::Range;
 

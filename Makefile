@@ -132,8 +132,8 @@ prepared: models ort venv daemon
 
 setup: wasm-target envoy ort models prepared ngrams-check
 
-# The jailbreak signal's n-gram model (models/ngrams) is served as committed: its files
-# must match their checksums.
+# The n-gram models (models/ngrams: jailbreak and domain) are served as committed: their
+# files must match their checksums.
 ngrams-check:
 	cd models/ngrams && sha256sum --quiet --check SHA256SUMS
 
@@ -238,12 +238,13 @@ train-venv: venv
 train-classifiers: models train-venv
 	$(VPY) scripts/train_classifiers.py --eval-dir $(EVAL_DIR)
 
-# Re-train the jailbreak signal's n-gram model (models/ngrams/) from $(EVAL_DIR) on
-# the same training rows, as the filter sends them (its compressor): about 30 s on
-# two CPU cores. Not part of CI.
+# Re-train the n-gram models (models/ngrams/) from $(EVAL_DIR) on the router encoder's
+# training rows (the jailbreak rows as the filter sends them, through its compressor):
+# about 40 s on two CPU cores. Not part of CI.
 train-ngrams: build train-venv
 	$(CARGO) build --release -p semroute-filter --example compress_jsonl
-	$(VPY) scripts/train_ngrams.py --eval-dir $(EVAL_DIR)
+	$(VPY) scripts/train_ngrams.py --task jailbreak --eval-dir $(EVAL_DIR)
+	$(VPY) scripts/train_ngrams.py --task domain --eval-dir $(EVAL_DIR)
 
 # ---------------------------------------------------------------- eval
 

@@ -72,6 +72,7 @@ done
 install -D -m 0644 models/router/domain.json "$root/usr/share/semroute/heads/domain.json"
 install -m 0644 models/router/jailbreak.json "$root/usr/share/semroute/heads/jailbreak.json"
 install -m 0644 models/ngrams/jailbreak.safetensors "$root/usr/share/semroute/heads/jailbreak_ngrams.safetensors"
+install -m 0644 models/ngrams/domain.safetensors "$root/usr/share/semroute/heads/domain_ngrams.safetensors"
 install -D -m 0644 deploy/daemon.toml "$root/etc/semroute/daemon.toml"
 install -d -m 0755 "$root/etc" "$root/run/semroute"
 printf 'root:x:0:0:root:/root:/usr/sbin/nologin\nsemroute:x:%s:%s:semroute daemon:/nonexistent:/usr/sbin/nologin\n' \

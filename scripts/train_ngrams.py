@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""Trains the jailbreak signal's second scorer: a logistic regression on hashed n-grams.
+"""Trains the router's second scorers: logistic regressions on hashed n-grams.
 
 The router encoder reads a text through MiniLM's English WordPiece vocabulary and a
-pooled vector; the same templates, payload spellings and multilingual injections leave
-a plainer trace in the text's bytes. This model reads those: the daemon adds its logit
-to the encoder's jailbreak log-odds (`models.jailbreak.ngrams`, see README "Signals"),
-where each catches rows the other misses (calib split: AUC 0.980 for the encoder alone,
-0.979 for this model alone, 0.986 for the sum).
+pooled vector; the same templates, payload spellings, subject vocabulary and
+multilingual injections leave a plainer trace in the text's bytes. These models read
+those, one per signal (`--task`):
+
+  jailbreak  binary: the daemon adds its logit to the encoder's jailbreak log-odds
+             (`models.jailbreak.ngrams`; calib split: AUC 0.980 for the encoder alone,
+             0.979 for this model alone, 0.986 for the sum);
+  domain     14 classes: the daemon adds its log-probabilities to the encoder's
+             (`models.domain.ngrams`; MMLU-Pro's calib bucket, held out of both models'
+             training for the measurement: accuracy 0.830 for the encoder alone, 0.800
+             for this model alone, 0.840 for the sum).
 
 Features (`features`; the daemon's `models::ngrams` computes the same indices):
   - the text as UTF-8 bytes, ASCII letters lowercased, every run of ASCII whitespace
@@ -16,24 +22,28 @@ Features (`features`; the daemon's `models::ngrams` computes the same indices):
     of bytes >= 0x80) and every pair of neighbouring words;
   - each hashed with 64-bit FNV-1a (Fowler, Noll, Vo) over one tag byte (the n-gram's
     length; 1 for a word, 2 for a pair, whose words are joined by one space) and the
-    bytes; the index is the hash's top `BITS` bits; each index counts once.
-logit = (sum of the weights at the indices) / sqrt(number of indices) + bias.
+    bytes; the index is the hash's top `bits` bits; each index counts once.
+logits[c] = (sum of weight[i, c] over the indices i) / sqrt(number of indices) + bias[c].
 
 Data: the router encoder's training split (`router_data.py`: licences that allow
-redistributing derived weights only; the calib and val splits never train), jailbreak
-rows as the filter sends them (its compressor and risk scan, as `eval_classifiers.py`),
-MMLU and MMLU-Pro questions as benign at weight 0.2, jailbreaks weighted to 0.6 of the
-benign weight. Adam, 4 epochs, batches of 256, fixed seeds, one thread count: the
-weights are reproducible.
+redistributing derived weights only; the calib and val splits never train).
+  jailbreak: jailbreak rows as the filter sends them (its compressor and risk scan, as
+             `eval_classifiers.py`), MMLU and MMLU-Pro questions as benign at weight
+             0.2, jailbreaks weighted to 0.6 of the benign weight;
+  domain:    the MMLU and MMLU-Pro questions with their 14 categories, unweighted.
+Adam (lr 0.05), 4 epochs, batches of 256, fixed seeds, one thread count: the weights
+are reproducible.
 
-Outputs in `--out` (default models/ngrams/):
-  jailbreak.safetensors  `weight` [2^BITS] and `bias` [1], fp32; metadata: bits, version
-  reference.json         logits on models/check_texts.txt, which the daemon's tests
-                         compare its own features and sums with
-  TRAINING.json          data counts per source / subset / licence, settings, losses
-  SHA256SUMS             of the files above (`make setup` checks them)
+Outputs in `--out` (default models/ngrams/), per task:
+  TASK.safetensors     `weight` [2^bits] fp32 (jailbreak) or [2^bits, 14] fp16 (domain),
+                       `bias` [classes] fp32; metadata: bits, version, labels (domain)
+  TASK.reference.json  logits on models/check_texts.txt, which the daemon's tests
+                       compare its own features and sums with
+  TASK.training.json   data counts per source / subset / licence, settings, losses
+  SHA256SUMS           of every task's files (`make setup` checks them)
 
-  build/venv/bin/python scripts/train_ngrams.py --eval-dir ../shared/eval
+  build/venv/bin/python scripts/train_ngrams.py --task jailbreak --eval-dir ../shared/eval
+  build/venv/bin/python scripts/train_ngrams.py --task domain --eval-dir ../shared/eval
 """
 from __future__ import annotations
 
@@ -103,28 +113,36 @@ def features(text: str, bits: int = BITS) -> np.ndarray:
     return np.unique((np.concatenate(hashes) >> np.uint64(64 - bits)).astype(np.int64))
 
 
-def logit(weight: np.ndarray, bias: float, text: str, bits: int = BITS) -> float:
+def logits(weight: np.ndarray, bias: np.ndarray, text: str, bits: int) -> np.ndarray:
+    """`[classes]` logits of `text`; `weight` [2^bits, classes], `bias` [classes]."""
     f = features(text, bits)
-    return float(weight[f].astype(np.float64).sum() / math.sqrt(max(len(f), 1)) + bias)
+    return weight[f].astype(np.float64).sum(0) / math.sqrt(max(len(f), 1)) + bias.astype(np.float64)
 
 
-def training_rows(eval_dir: str) -> tuple[list[str], np.ndarray, np.ndarray, list[dict]]:
-    """Texts, labels, weights and source rows of the training split (see the module doc)."""
+def training_rows(eval_dir: str, task: str) -> tuple[list[str], np.ndarray, np.ndarray, list[dict]]:
+    """Texts, labels (class indices), weights and source rows of the training split
+    (see the module doc)."""
+    rows = data.all_rows(eval_dir)
+    dom = [r for r in rows if r["split"] == "train" and r["task"] == "domain"]
+    if task == "domain":
+        y = np.array([r["domain"] for r in dom], dtype=np.int64)
+        return [r["text"] for r in dom], y, np.ones(len(dom), dtype=np.float32), dom
     from eval_classifiers import FILTER_CONFIG, filter_view
 
-    rows = data.all_rows(eval_dir)
     jb = [r for r in rows if r["split"] == "train" and r["task"] == "jailbreak"]
-    dom = [r for r in rows if r["split"] == "train" and r["task"] == "domain"]
     view, _ = filter_view(jb, dict(FILTER_CONFIG.get("compression", {})))
     texts = [v["text"] for v in view] + [r["text"] for r in dom]
-    y = np.array([r["jailbreak"] for r in jb] + [0] * len(dom), dtype=np.float32)
+    y = np.array([r["jailbreak"] for r in jb] + [0] * len(dom), dtype=np.int64)
     w = np.array([1.0] * len(jb) + [0.2] * len(dom), dtype=np.float32)
     pos = y == 1
     w[pos] *= w[~pos].sum() / w[pos].sum() * 0.6
     return texts, y, w, jb + dom
 
 
-def train(texts, y, w, bits: int, epochs: int, seed: int, threads: int) -> tuple[np.ndarray, float, list[float]]:
+def train(texts, y, w, classes: int, bits: int, epochs: int, seed: int,
+          threads: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
+    """`weight` [2^bits, classes] and `bias` [classes]: binary cross-entropy on one
+    logit where `classes` is 1, softmax cross-entropy otherwise; both weighted by `w`."""
     import torch
 
     torch.manual_seed(seed)
@@ -137,9 +155,9 @@ def train(texts, y, w, bits: int, epochs: int, seed: int, threads: int) -> tuple
         scale = np.concatenate([np.full(len(f), 1 / math.sqrt(max(len(f), 1)), dtype=np.float32) for f in fs])
         return (torch.from_numpy(np.concatenate(fs)), torch.from_numpy(offsets), torch.from_numpy(scale))
 
-    emb = torch.nn.EmbeddingBag(1 << bits, 1, mode="sum")
+    emb = torch.nn.EmbeddingBag(1 << bits, classes, mode="sum")
     torch.nn.init.zeros_(emb.weight)
-    b = torch.zeros(1, requires_grad=True)
+    b = torch.zeros(classes, requires_grad=True)
     opt = torch.optim.Adam(list(emb.parameters()) + [b], lr=0.05)
     rng = np.random.default_rng(seed)
     losses = []
@@ -148,24 +166,38 @@ def train(texts, y, w, bits: int, epochs: int, seed: int, threads: int) -> tuple
         for s in range(0, len(feats), 256):
             ix = perm[s:s + 256]
             ids, off, scale = bag([feats[i] for i in ix])
-            z = emb(ids, off, per_sample_weights=scale)[:, 0] + b
-            ww = torch.from_numpy(w[ix])
-            loss = (torch.nn.functional.binary_cross_entropy_with_logits(
-                z, torch.from_numpy(y[ix]), reduction="none") * ww).sum() / ww.sum()
+            z = emb(ids, off, per_sample_weights=scale) + b
+            yy, ww = torch.from_numpy(y[ix]), torch.from_numpy(w[ix])
+            if classes == 1:
+                each = torch.nn.functional.binary_cross_entropy_with_logits(z[:, 0], yy.float(), reduction="none")
+            else:
+                each = torch.nn.functional.cross_entropy(z, yy, reduction="none")
+            loss = (each * ww).sum() / ww.sum()
             opt.zero_grad()
             loss.backward()
             opt.step()
             total += loss.item() * len(ix)
         losses.append(round(total / len(feats), 6))
         print(f"epoch {len(losses)}: loss {losses[-1]}", flush=True)
-    return emb.weight.detach().numpy()[:, 0].copy(), float(b.detach()[0]), losses
+    return emb.weight.detach().numpy().copy(), b.detach().numpy().copy(), losses
+
+
+# Per task: classes, default bits, the weight's stored dtype (the domain table is
+# 14 times the jailbreak one per bucket; fp16 keeps it at 1.8 MB).
+TASKS = {
+    "jailbreak": {"labels": None, "bits": BITS, "dtype": np.float32},
+    "domain": {"labels": data.DOMAIN_LABELS, "bits": 16, "dtype": np.float16},
+}
+FILES = ("safetensors", "reference.json", "training.json")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", choices=sorted(TASKS), default="jailbreak")
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
     ap.add_argument("--out", default=os.path.join(ROOT, "models", "ngrams"))
-    ap.add_argument("--bits", type=int, default=BITS, choices=range(10, 25), metavar="10..24")
+    ap.add_argument("--bits", type=int, choices=range(10, 25), metavar="10..24",
+                    help="table size 2^bits (default: 18 for jailbreak, 16 for domain)")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
@@ -173,39 +205,57 @@ def main() -> int:
     from safetensors.numpy import save_file
 
     t0 = time.time()
-    texts, y, w, rows = training_rows(args.eval_dir)
-    weight, bias, losses = train(texts, y, w, args.bits, args.epochs, args.seed, args.threads)
+    spec = TASKS[args.task]
+    bits = args.bits or spec["bits"]
+    labels = spec["labels"]
+    classes = len(labels) if labels else 1
+    texts, y, w, rows = training_rows(args.eval_dir, args.task)
+    weight, bias, losses = train(texts, y, w, classes, bits, args.epochs, args.seed, args.threads)
+    # What is served (and what the reference logits are computed from): the stored dtype.
+    weight = weight.astype(spec["dtype"])
     os.makedirs(args.out, exist_ok=True)
-    version = f"jailbreak-ngrams-{args.bits}bit-seed{args.seed}"
-    save_file({"weight": weight.astype(np.float32), "bias": np.array([bias], dtype=np.float32)},
-              os.path.join(args.out, "jailbreak.safetensors"),
-              metadata={"bits": str(args.bits), "version": version})
+    version = f"{args.task}-ngrams-{bits}bit-seed{args.seed}"
+    metadata = {"bits": str(bits), "version": version}
+    if labels:
+        metadata["labels"] = json.dumps(labels)
+    path = lambda ext: os.path.join(args.out, f"{args.task}.{ext}")  # noqa: E731
+    save_file({"weight": weight if labels else weight[:, 0].copy(), "bias": bias.astype(np.float32)},
+              path("safetensors"), metadata=metadata)
     with open(os.path.join(ROOT, "models", "check_texts.txt"), "rb") as f:
         checks = [line for line in f.read().decode("utf-8").split("\n") if line.strip()]
-    reference = {"version": version, "bits": args.bits,
-                 "outputs": [{"text": t, "features": int(len(features(t, args.bits))),
-                              "logit": round(logit(weight, bias, t, args.bits), 6)} for t in checks]}
-    counts = collections.Counter((r["source"], r["subset"], r["license"], r["jailbreak"]) for r in rows)
+    reference = {"version": version, "bits": bits, "labels": labels,
+                 "outputs": [{"text": t, "features": int(len(features(t, bits))),
+                              "logits": [round(float(v), 6) for v in logits(weight, bias, t, bits)]}
+                             for t in checks]}
+    if labels:
+        counts = collections.Counter((r["source"], r["subset"], r["license"], labels[r["domain"]]) for r in rows)
+        settings = {}
+    else:
+        counts = collections.Counter((r["source"], r["subset"], r["license"], data.JAILBREAK_LABELS[r["jailbreak"]])
+                                     for r in rows)
+        settings = {"question_weight": 0.2, "positive_share": 0.6}
     training = {
         "version": version,
-        "settings": {"bits": args.bits, "orders": list(ORDERS), "epochs": args.epochs, "seed": args.seed,
-                     "threads": args.threads, "lr": 0.05, "batch": 256, "question_weight": 0.2,
-                     "positive_share": 0.6},
+        "settings": {"task": args.task, "bits": bits, "orders": list(ORDERS), "epochs": args.epochs,
+                     "seed": args.seed, "threads": args.threads, "lr": 0.05, "batch": 256, **settings},
         "rows": len(rows),
-        "data": [{"source": s, "subset": sub, "license": lic, "label": data.JAILBREAK_LABELS[j], "rows": n}
-                 for (s, sub, lic, j), n in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2])))],
+        "data": [{"source": s, "subset": sub, "license": lic, "label": lab, "rows": n}
+                 for (s, sub, lic, lab), n in sorted(counts.items(), key=lambda kv: tuple(map(str, kv[0])))],
         "losses": losses,
         "seconds": round(time.time() - t0, 1),
     }
-    for name, obj in (("reference.json", reference), ("TRAINING.json", training)):
-        with open(os.path.join(args.out, name), "w", encoding="utf-8") as f:
+    for ext, obj in (("reference.json", reference), ("training.json", training)):
+        with open(path(ext), "w", encoding="utf-8") as f:
             json.dump(obj, f, indent=1, ensure_ascii=False)
             f.write("\n")
     with open(os.path.join(args.out, "SHA256SUMS"), "w") as f:
-        for name in ("jailbreak.safetensors", "reference.json", "TRAINING.json"):
-            with open(os.path.join(args.out, name), "rb") as g:
-                f.write(f"{hashlib.sha256(g.read()).hexdigest()}  {name}\n")
-    print(f"wrote {args.out} in {time.time() - t0:.0f} s")
+        for task in sorted(TASKS):
+            for ext in FILES:
+                name = f"{task}.{ext}"
+                if os.path.exists(os.path.join(args.out, name)):
+                    with open(os.path.join(args.out, name), "rb") as g:
+                        f.write(f"{hashlib.sha256(g.read()).hexdigest()}  {name}\n")
+    print(f"wrote {args.task} to {args.out} in {time.time() - t0:.0f} s")
     return 0
 
 

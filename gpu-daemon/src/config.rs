@@ -320,7 +320,7 @@ impl Default for ModelsConfig {
                 head: Some(PathBuf::from("models/router/domain.json")),
                 classifier_dir: None,
                 positive_label: None,
-                ngrams: None,
+                ngrams: Some(PathBuf::from("models/ngrams/domain.safetensors")),
             },
             jailbreak: SequenceSignalConfig {
                 head: Some(PathBuf::from("models/router/jailbreak.json")),
@@ -346,10 +346,12 @@ pub struct SequenceSignalConfig {
     pub classifier_dir: Option<PathBuf>,
     /// For binary signals (jailbreak): the label whose probability is the score.
     pub positive_label: Option<String>,
-    /// Jailbreak only: a hashed n-gram model (`scripts/train_ngrams.py`,
-    /// `models/ngrams/jailbreak.safetensors`) whose logit is added to the score's
-    /// log-odds. `None`: the windows' probability alone (also for a `[models.jailbreak]`
-    /// table that does not name it; the built-in default names it).
+    /// A hashed n-gram model (`scripts/train_ngrams.py`): for the jailbreak
+    /// (`models/ngrams/jailbreak.safetensors`, one logit) its logit is added to the score's
+    /// log-odds; for the domain (`models/ngrams/domain.safetensors`, one logit per label,
+    /// the same labels as the domain model's) its log-probabilities are added to the
+    /// domain model's. `None`: the encoder's reading alone (also for a table that does
+    /// not name it; the built-in default names both).
     pub ngrams: Option<PathBuf>,
 }
 
@@ -463,12 +465,6 @@ impl DaemonConfig {
             if s.head.is_none() && s.classifier_dir.is_none() {
                 return Err(invalid(field, "needs `head` or `classifier_dir`"));
             }
-        }
-        if self.models.domain.ngrams.is_some() {
-            return Err(invalid(
-                "models.domain.ngrams",
-                "n-gram models are for the jailbreak signal only",
-            ));
         }
         if !(0.0..=1.0).contains(&self.models.pii.min_score) {
             return Err(invalid("models.pii.min_score", "must be in 0..=1"));

@@ -33,6 +33,7 @@ fn config(cache_bytes: usize) -> DaemonConfig {
         *head = head.as_ref().map(|h| root.join(h));
     }
     m.jailbreak.ngrams = m.jailbreak.ngrams.as_ref().map(|p| root.join(p));
+    m.domain.ngrams = m.domain.ngrams.as_ref().map(|p| root.join(p));
     m.pii.model_dir = m.pii.model_dir.as_ref().map(|d| root.join(d));
     assert!(
         m.encoder_dir.join("model.onnx").exists(),

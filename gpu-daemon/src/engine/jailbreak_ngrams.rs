@@ -94,7 +94,7 @@ fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize)
 }
 
 /// The first [`MAX_NGRAM_BYTES`] of `text`, cut on a character boundary.
-fn prefix(text: &str) -> &str {
+pub(super) fn prefix(text: &str) -> &str {
     if text.len() <= MAX_NGRAM_BYTES {
         return text;
     }

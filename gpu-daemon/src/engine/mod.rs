@@ -23,8 +23,12 @@
 //! The jailbreak signal plans, runs and aggregates twice: the windows first, then, while
 //! no window is decisive (`limits.jailbreak_refine_below`), the sentences to refine.
 //! Signals with classifier directories of their own run in `classifier_dirs`.
+//! Last, where configured, the hashed n-gram models add their reading of the text to the
+//! jailbreak score's log-odds (`jailbreak_ngrams`) and to the domain's log-probabilities
+//! (`domain_ngrams`).
 
 mod classifier_dirs;
+mod domain_ngrams;
 mod jailbreak_ngrams;
 mod pii;
 mod readings;
@@ -36,6 +40,7 @@ use std::sync::Arc;
 
 use semroute_proto::signal;
 
+use self::domain_ngrams::DomainNgrams;
 use self::pii::PiiSignal;
 use self::sequence::SequenceSignals;
 use self::windows::plan_windows;
@@ -322,6 +327,16 @@ enum SequenceModel {
     Classifier(Box<HfClassifier>),
 }
 
+impl SequenceModel {
+    /// The model's labels, in the order of its outputs.
+    fn labels(&self) -> &[String] {
+        match self {
+            SequenceModel::Head(h) => &h.labels,
+            SequenceModel::Classifier(c) => &c.id2label,
+        }
+    }
+}
+
 /// Names of the loaded models per signal.
 #[derive(Debug, Clone, Default)]
 pub struct ModelNames {
@@ -363,6 +378,20 @@ fn load_sequence(
     Ok(SequenceModel::Head(LinearHead::load(path, hidden)?))
 }
 
+/// `scorer`, when it has one logit (a jailbreak n-gram model), or [`ModelError::Invalid`].
+fn single_logit(scorer: NgramScorer, path: &std::path::Path) -> Result<NgramScorer, ModelError> {
+    if scorer.classes() != 1 {
+        return Err(ModelError::Invalid {
+            path: path.to_owned(),
+            message: format!(
+                "{} logits: models.jailbreak.ngrams needs a single-logit model",
+                scorer.classes()
+            ),
+        });
+    }
+    Ok(scorer)
+}
+
 impl Engine {
     /// Loads every configured model.
     pub fn load(config: &DaemonConfig) -> Result<Self, ModelError> {
@@ -377,10 +406,7 @@ impl Engine {
         let domain = load_sequence(&m.domain, &encoder, config)?;
         let jailbreak = load_sequence(&m.jailbreak, &encoder, config)?;
         let positive = m.jailbreak.positive_label.as_deref().unwrap_or("jailbreak");
-        let labels = match &jailbreak {
-            SequenceModel::Head(h) => h.labels.clone(),
-            SequenceModel::Classifier(c) => c.id2label.clone(),
-        };
+        let labels = jailbreak.labels();
         let jailbreak_positive = labels
             .iter()
             .position(|l| l.eq_ignore_ascii_case(positive))
@@ -389,7 +415,14 @@ impl Engine {
                 message: format!("positive_label {positive:?} is not among labels {labels:?}"),
             })?;
         let jailbreak_ngrams = match &m.jailbreak.ngrams {
-            Some(path) => Some(NgramScorer::load(path)?),
+            Some(path) => Some(single_logit(NgramScorer::load(path)?, path)?),
+            None => None,
+        };
+        let domain_ngrams = match &m.domain.ngrams {
+            Some(path) => Some(DomainNgrams::new(
+                NgramScorer::load(path)?,
+                domain.labels(),
+            )?),
             None => None,
         };
         let pii_model = match &m.pii.model_dir {
@@ -429,11 +462,12 @@ impl Engine {
                 SequenceModel::Head(h) => format!("{enc_name}+{}@{}", h.name, h.version),
                 SequenceModel::Classifier(c) => c.name.clone(),
             };
-            if let Some(n) = jailbreak_ngrams
-                .as_ref()
-                .filter(|_| signal == signal::JAILBREAK)
-            {
-                name = format!("{name}+{}", n.version);
+            let ngrams = match signal {
+                signal::JAILBREAK => jailbreak_ngrams.as_ref().map(|n| n.version.as_str()),
+                _ => domain_ngrams.as_ref().map(|n| n.version()),
+            };
+            if let Some(version) = ngrams {
+                name = format!("{name}+{version}");
             }
             names.entries.push((signal, name));
         }
@@ -451,6 +485,7 @@ impl Engine {
                 jailbreak,
                 jailbreak_positive,
                 jailbreak_ngrams,
+                domain_ngrams,
                 limits: config.limits.clone(),
                 batch: config.batching.limits(),
                 cache: ResultCache::new(config.cache.encoder_bytes),

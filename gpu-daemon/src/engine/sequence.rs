@@ -53,6 +53,8 @@ pub(super) struct SequenceSignals {
     pub(super) jailbreak_positive: usize,
     /// Hashed n-gram model whose logit is added to the jailbreak score's log-odds.
     pub(super) jailbreak_ngrams: Option<NgramScorer>,
+    /// Hashed n-gram model whose log-probabilities are added to the domain's.
+    pub(super) domain_ngrams: Option<super::domain_ngrams::DomainNgrams>,
     pub(super) limits: LimitsConfig,
     pub(super) batch: BatchLimits,
     /// Pooled encoder embeddings `[hidden]` per exact window or sentence.
@@ -123,6 +125,7 @@ impl SequenceSignals {
         // Classifier directories: each runs its own tokenizer and windows.
         self.run_classifier_dirs(inputs, outputs)?;
         self.add_ngram_logits(inputs, outputs);
+        self.add_domain_ngrams(inputs, outputs);
         Ok(())
     }
 

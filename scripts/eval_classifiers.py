@@ -9,7 +9,9 @@ threshold, or, where the risk scan found an instruction override, at or above it
 override threshold (envoy.yaml, or --threshold and --override-threshold).
 
 Rows and splits come from `router_data.py`; `--split val` (the default) never saw training
-or a threshold choice. `--choose-threshold` runs on the calib split and prints the lowest
+or a threshold choice. `--split calib --domain-calib` adds MMLU-Pro's calib bucket (for
+models trained with `--domain-calib`, which keeps it out of their training): domain
+choices between runs without the validation split. `--choose-threshold` runs on the calib split and prints the lowest
 threshold (steps of 0.05 in log-odds) that keeps false blocks on each of its benign groups
 within half the target (CALIB_FALSE_BLOCK_TARGET), with the override threshold at a tenth
 of its odds (OVERRIDE_ODDS_RATIO).
@@ -144,6 +146,9 @@ def main() -> int:
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
     ap.add_argument("--config", help="daemon configuration (default: the daemon's default, config/daemon.toml)")
     ap.add_argument("--split", default="val", choices=["val", "calib"])
+    ap.add_argument("--domain-calib", action="store_true",
+                    help="with --split calib: also MMLU-Pro's calib bucket, for models trained with "
+                         "--domain-calib (which keeps it out of their training)")
     ap.add_argument("--threshold", type=float, default=FILTER_CONFIG["jailbreak"]["threshold"])
     ap.add_argument("--override-threshold", type=float,
                     default=FILTER_CONFIG["jailbreak"].get("override_threshold"),
@@ -167,9 +172,9 @@ def main() -> int:
             sys.exit(f"{binary} missing: run `make build` and "
                      "`cargo build --release -p semroute-filter --example compress_jsonl`")
 
-    rows = [r for r in data.all_rows(args.eval_dir) if r["split"] == args.split]
-    if args.split == "calib":
-        rows = [r for r in rows if r["task"] == "jailbreak"]
+    if args.domain_calib and args.split != "calib":
+        sys.exit("--domain-calib reports on the calib split: add --split calib")
+    rows = [r for r in data.all_rows(args.eval_dir, domain_calib=args.domain_calib) if r["split"] == args.split]
     compression = dict(FILTER_CONFIG.get("compression", {}))
     if args.budget_tokens is not None:
         compression["budget_tokens"] = args.budget_tokens

@@ -11,8 +11,10 @@ those, one per signal (`--task`):
              0.979 for this model alone, 0.986 for the sum);
   domain     14 classes: the daemon adds its log-probabilities to the encoder's
              (`models.domain.ngrams`; MMLU-Pro's calib bucket, held out of both models'
-             training for the measurement: accuracy 0.830 for the encoder alone, 0.800
-             for this model alone, 0.840 for the sum).
+             training for the measurement (`--domain-calib` here and in
+             train_classifiers.py, then eval_classifiers.py --split calib --domain-calib
+             with and without `models.domain.ngrams`): accuracy 0.830 for the encoder
+             alone, 0.800 for this model alone, 0.840 for the sum).
 
 Features (`features`; the daemon's `models::ngrams` computes the same indices):
   - the text as UTF-8 bytes, ASCII letters lowercased, every run of ASCII whitespace
@@ -119,10 +121,11 @@ def logits(weight: np.ndarray, bias: np.ndarray, text: str, bits: int) -> np.nda
     return weight[f].astype(np.float64).sum(0) / math.sqrt(max(len(f), 1)) + bias.astype(np.float64)
 
 
-def training_rows(eval_dir: str, task: str) -> tuple[list[str], np.ndarray, np.ndarray, list[dict]]:
+def training_rows(eval_dir: str, task: str,
+                  domain_calib: bool = False) -> tuple[list[str], np.ndarray, np.ndarray, list[dict]]:
     """Texts, labels (class indices), weights and source rows of the training split
-    (see the module doc)."""
-    rows = data.all_rows(eval_dir)
+    (see the module doc); `domain_calib` keeps MMLU-Pro's calib bucket out of them."""
+    rows = data.all_rows(eval_dir, domain_calib=domain_calib)
     dom = [r for r in rows if r["split"] == "train" and r["task"] == "domain"]
     if task == "domain":
         y = np.array([r["domain"] for r in dom], dtype=np.int64)
@@ -201,6 +204,10 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--domain-calib", action="store_true",
+                    help="keep MMLU-Pro's calib bucket out of training (as train_classifiers.py "
+                         "--domain-calib), for choices on it with eval_classifiers.py --split calib "
+                         "--domain-calib; the shipped models train on it")
     args = ap.parse_args()
     from safetensors.numpy import save_file
 
@@ -209,7 +216,7 @@ def main() -> int:
     bits = args.bits or spec["bits"]
     labels = spec["labels"]
     classes = len(labels) if labels else 1
-    texts, y, w, rows = training_rows(args.eval_dir, args.task)
+    texts, y, w, rows = training_rows(args.eval_dir, args.task, args.domain_calib)
     weight, bias, losses = train(texts, y, w, classes, bits, args.epochs, args.seed, args.threads)
     # What is served (and what the reference logits are computed from): the stored dtype.
     weight = weight.astype(spec["dtype"])
@@ -237,7 +244,8 @@ def main() -> int:
     training = {
         "version": version,
         "settings": {"task": args.task, "bits": bits, "orders": list(ORDERS), "epochs": args.epochs,
-                     "seed": args.seed, "threads": args.threads, "lr": 0.05, "batch": 256, **settings},
+                     "seed": args.seed, "threads": args.threads, "lr": 0.05, "batch": 256,
+                     "domain_calib": args.domain_calib, **settings},
         "rows": len(rows),
         "data": [{"source": s, "subset": sub, "license": lic, "label": lab, "rows": n}
                  for (s, sub, lic, lab), n in sorted(counts.items(), key=lambda kv: tuple(map(str, kv[0])))],

@@ -10,11 +10,12 @@
 //! accuracy 0.830 for the encoder alone, 0.800 for the n-gram model alone and 0.840 for
 //! the sum (`scripts/train_ngrams.py`).
 
+use std::path::Path;
 use std::time::Instant;
 
 use super::jailbreak_ngrams::prefix;
 use super::sequence::SequenceSignals;
-use super::{ClassifyInput, ClassifyOutput};
+use super::{ClassifyInput, ClassifyOutput, DomainOutput};
 use crate::models::ngrams::NgramScorer;
 use crate::models::ModelError;
 
@@ -22,22 +23,29 @@ use crate::models::ModelError;
 /// the domain model's labels.
 pub(super) struct DomainNgrams {
     scorer: NgramScorer,
+    /// The domain model's labels, in the order of its outputs.
+    labels: Vec<String>,
     /// `order[i]`: the domain model's index of the n-gram model's label `i`.
     order: Vec<usize>,
 }
 
 impl DomainNgrams {
-    /// Pairs `scorer` with the domain model's `labels`: each must name the same labels
-    /// (in any order), or [`ModelError::Invalid`].
-    pub(super) fn new(scorer: NgramScorer, labels: &[String]) -> Result<Self, ModelError> {
+    /// Pairs `scorer` (loaded from `path`) with the domain model's `labels`: it must have
+    /// one logit per label and name the same labels, in any order, or
+    /// [`ModelError::Invalid`].
+    pub(super) fn new(
+        scorer: NgramScorer,
+        labels: &[String],
+        path: &Path,
+    ) -> Result<Self, ModelError> {
         let mismatch = || ModelError::Invalid {
-            path: "models.domain.ngrams".into(),
+            path: path.to_owned(),
             message: format!(
                 "labels {:?} are not the domain model's {labels:?}",
                 scorer.labels
             ),
         };
-        if scorer.labels.len() != labels.len() {
+        if scorer.classes() != labels.len() || scorer.labels.len() != labels.len() {
             return Err(mismatch());
         }
         let mut order = Vec::with_capacity(labels.len());
@@ -48,7 +56,11 @@ impl DomainNgrams {
             }
             order.push(i);
         }
-        Ok(Self { scorer, order })
+        Ok(Self {
+            scorer,
+            labels: labels.to_vec(),
+            order,
+        })
     }
 
     /// The model's version, reported with the models.
@@ -70,12 +82,35 @@ impl DomainNgrams {
         }
         NgramScorer::combine_distribution(probs, &logits)
     }
+
+    /// Adds the model's log-probabilities for `text` to the domain result `d`: its
+    /// distribution (sorted highest first, as [`super::domain_output`] writes it) is read
+    /// back into label order, combined ([`NgramScorer::combine_distribution`]) and sorted
+    /// again; `label` and `confidence` are its first entry. A label `d` lacks counts as
+    /// probability 0.
+    fn apply(&self, text: &str, d: &mut DomainOutput) {
+        let mut probs = vec![0f32; self.labels.len()];
+        for (label, p) in &d.distribution {
+            if let Some(i) = self.labels.iter().position(|l| l == label) {
+                probs[i] = *p;
+            }
+        }
+        let combined = self.combine(text, &probs);
+        let mut distribution: Vec<(String, f32)> =
+            self.labels.iter().cloned().zip(combined).collect();
+        distribution.sort_by(|a, b| b.1.total_cmp(&a.1));
+        if let Some((label, confidence)) = distribution.first().cloned() {
+            d.label = label;
+            d.confidence = confidence;
+        }
+        d.distribution = distribution;
+    }
 }
 
 impl SequenceSignals {
     /// With a domain n-gram model configured, adds its log-probabilities for each
-    /// request's `text` to its domain distribution, which stays sorted highest first (and
-    /// `label` / `confidence` its first entry); the time counts as postprocessing.
+    /// request's `text` to its domain result ([`DomainNgrams::apply`]); the time counts as
+    /// postprocessing.
     pub(super) fn add_domain_ngrams(
         &self,
         inputs: &[ClassifyInput],
@@ -89,23 +124,7 @@ impl SequenceSignals {
                 continue;
             };
             let t0 = Instant::now();
-            // The distribution is sorted by probability: back into the label order.
-            let labels = self.domain.labels();
-            let mut probs = vec![0f32; labels.len()];
-            for (label, p) in &d.distribution {
-                if let Some(i) = labels.iter().position(|l| l == label) {
-                    probs[i] = *p;
-                }
-            }
-            let combined = ngrams.combine(&input.text, &probs);
-            let mut distribution: Vec<(String, f32)> =
-                labels.iter().cloned().zip(combined).collect();
-            distribution.sort_by(|a, b| b.1.total_cmp(&a.1));
-            if let Some((label, confidence)) = distribution.first().cloned() {
-                d.label = label;
-                d.confidence = confidence;
-            }
-            d.distribution = distribution;
+            ngrams.apply(&input.text, d);
             out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
         }
     }
@@ -115,18 +134,24 @@ impl SequenceSignals {
 mod tests {
     use super::*;
 
+    fn committed() -> NgramScorer {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/ngrams");
+        NgramScorer::load(&dir.join("domain.safetensors")).unwrap()
+    }
+
+    const LAW: &str = "Under the Fourth Amendment, is a warrantless search of a car lawful?";
+
     #[test]
     fn pairs_labels_in_any_order_and_refuses_others() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../models/ngrams");
-        let scorer = NgramScorer::load(&dir.join("domain.safetensors")).unwrap();
+        let scorer = committed();
+        let path = Path::new("domain.safetensors");
         let mut labels = scorer.labels.clone();
         labels.reverse();
-        let n = DomainNgrams::new(scorer.clone(), &labels).unwrap();
+        let n = DomainNgrams::new(scorer.clone(), &labels, path).unwrap();
         assert_eq!(n.order[0], labels.len() - 1);
         // Uniform encoder probabilities: the n-gram model decides, in the domain order.
         let uniform = vec![1.0 / labels.len() as f32; labels.len()];
-        let text = "Under the Fourth Amendment, is a warrantless search of a car lawful?";
-        let p = n.combine(text, &uniform);
+        let p = n.combine(LAW, &uniform);
         let best = p
             .iter()
             .enumerate()
@@ -136,12 +161,50 @@ mod tests {
         assert_eq!(labels[best], "law", "{p:?}");
         assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5);
         labels[0] = "astrology".into();
-        assert!(DomainNgrams::new(scorer.clone(), &labels).is_err());
-        assert!(DomainNgrams::new(scorer.clone(), &labels[1..]).is_err());
-        let mut twice = scorer.labels.clone();
-        twice[1] = twice[0].clone();
+        let err = DomainNgrams::new(scorer.clone(), &labels, path)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("domain.safetensors"), "{err}");
+        assert!(DomainNgrams::new(scorer.clone(), &labels[1..], path).is_err());
         let mut dup = scorer.clone();
-        dup.labels = twice.clone();
-        assert!(DomainNgrams::new(dup, &scorer.labels).is_err());
+        dup.labels[1] = dup.labels[0].clone();
+        assert!(DomainNgrams::new(dup, &scorer.labels, path).is_err());
+    }
+
+    /// The distribution arrives sorted by probability, not in label order: each label
+    /// keeps its own probability through the combination, and the result is sorted with
+    /// `label` / `confidence` its first entry.
+    #[test]
+    fn apply_reads_the_sorted_distribution_back_by_label() {
+        let scorer = committed();
+        let labels = scorer.labels.clone();
+        let n = DomainNgrams::new(scorer, &labels, Path::new("d")).unwrap();
+        // Probabilities rising with the label index, so the sorted order is the reverse.
+        let total: f32 = (1..=labels.len()).map(|i| i as f32).sum();
+        let probs: Vec<f32> = (1..=labels.len()).map(|i| i as f32 / total).collect();
+        let mut sorted: Vec<(String, f32)> = labels.iter().cloned().zip(probs.clone()).collect();
+        sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let mut d = DomainOutput {
+            label: sorted[0].0.clone(),
+            confidence: sorted[0].1,
+            distribution: sorted,
+        };
+        n.apply(LAW, &mut d);
+        let want = n.combine(LAW, &probs);
+        assert_eq!(d.distribution.len(), labels.len());
+        for (label, p) in &d.distribution {
+            let i = labels.iter().position(|l| l == label).unwrap();
+            assert!(
+                (p - want[i]).abs() < 1e-7,
+                "{label}: {p} against {}",
+                want[i]
+            );
+        }
+        assert!(d.distribution.windows(2).all(|w| w[0].1 >= w[1].1));
+        assert_eq!(
+            (d.label.as_str(), d.confidence),
+            (d.distribution[0].0.as_str(), d.distribution[0].1)
+        );
+        assert_eq!(d.label, "law");
     }
 }

@@ -422,6 +422,7 @@ impl Engine {
             Some(path) => Some(DomainNgrams::new(
                 NgramScorer::load(path)?,
                 domain.labels(),
+                path,
             )?),
             None => None,
         };
@@ -464,7 +465,8 @@ impl Engine {
             };
             let ngrams = match signal {
                 signal::JAILBREAK => jailbreak_ngrams.as_ref().map(|n| n.version.as_str()),
-                _ => domain_ngrams.as_ref().map(|n| n.version()),
+                signal::DOMAIN => domain_ngrams.as_ref().map(|n| n.version()),
+                _ => None,
             };
             if let Some(version) = ngrams {
                 name = format!("{name}+{version}");

@@ -38,7 +38,8 @@ const ORDERS: [usize; 3] = [3, 4, 5];
 const TAG_WORD: u8 = 1;
 /// Tag byte of a word pair's hash.
 const TAG_PAIR: u8 = 2;
-/// Table sizes accepted from a weights file: 2^10 to 2^24 weights (4 KiB to 64 MiB).
+/// Table sizes accepted from a weights file: 2^10 to 2^24 rows (of `classes` weights each;
+/// the file's size is bounded by [`MAX_FILE_BYTES`]).
 const BITS_RANGE: std::ops::RangeInclusive<u32> = 10..=24;
 
 /// Largest number of classes (logits per text) accepted.
@@ -157,7 +158,8 @@ impl NgramScorer {
             }
             None => Vec::new(),
         };
-        if classes > 1 && labels.len() != classes {
+        // One logit may come without labels; otherwise each logit has its label.
+        if (classes > 1 || !labels.is_empty()) && labels.len() != classes {
             return Err(invalid(format!(
                 "metadata `labels`: {} names for {classes} classes",
                 labels.len()
@@ -467,7 +469,7 @@ mod tests {
             weights_file(d, "x", &[1024], 0.5, Dtype::F32, None),
             weights_file(d, "10", &[1024], f32::NAN, Dtype::F32, None),
             weights_file(d, "10", &[1024], 1e9, Dtype::F32, None),
-            weights_file(d, "10", &[1024], 1e5, Dtype::F16, None),
+            weights_file(d, "10", &[1024], 2e4, Dtype::F16, None),
             weights_file(d, "10", &[1024], 0.5, Dtype::BF16, None),
             weights_file(d, "10", &[1024, 1, 1], 0.5, Dtype::F32, None),
             weights_file(d, "10", &[1024, 65], 0.5, Dtype::F16, None),
@@ -475,6 +477,7 @@ mod tests {
             weights_file(d, "10", &[1024, 2], 0.5, Dtype::F16, None),
             weights_file(d, "10", &[1024, 2], 0.5, Dtype::F16, Some(r#"["a"]"#)),
             weights_file(d, "10", &[1024, 2], 0.5, Dtype::F16, Some("a,b")),
+            weights_file(d, "10", &[1024], 0.5, Dtype::F32, Some(r#"["a","b"]"#)),
         ] {
             assert!(
                 matches!(NgramScorer::load(&bad), Err(ModelError::Invalid { .. })),

@@ -62,6 +62,7 @@ import argparse
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 import tempfile
@@ -99,10 +100,20 @@ def jailbreak_blocked(score, override, threshold=JB_THRESHOLD, override_threshol
     """The filter's jailbreak decision: `score` at or above `threshold`, or, where `override`
     (the risk scan found an instruction override: "override" among the kinds `compress_jsonl`
     reports), at or above the lower `override_threshold` (None: `threshold` alone). Scores
-    and flags are scalars or numpy arrays of one shape."""
+    and flags are scalars or numpy arrays of one shape. Compared in f32, as the filter does
+    (the daemon's scores are f32, printed in their shortest form, and so are its thresholds):
+    a score printed as the threshold's f32 value is blocked, as by the filter."""
+    score, threshold = _f32(score), _f32(threshold)
     if override_threshold is None:
         return score >= threshold
-    return (score >= threshold) | (override & (score >= min(threshold, override_threshold)))
+    return (score >= threshold) | (override & (score >= min(threshold, _f32(override_threshold))))
+
+
+def _f32(x):
+    """`x` rounded to f32 (a numpy array as a float32 array; this script runs without numpy)."""
+    if hasattr(x, "astype"):
+        return x.astype("float32")
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 PII_ALLOW = set(FILTER_CONFIG["pii"]["allow"])
 PII_MIN_SCORE = FILTER_CONFIG["pii"]["min_score"]
 COMPRESSION = FILTER_CONFIG.get("compression", {})

@@ -9,7 +9,7 @@
 //! placeholders ([`Route::mask`]).
 
 use semroute_proto::signal;
-use semroute_proto::v1::ClassifyResponse;
+use semroute_proto::v1::{ClassifyResponse, JailbreakResult};
 
 use crate::config::{Conditions, FailureMode, FilterConfig, JailbreakAction, PiiAction};
 use crate::error_response::ErrorResponse;
@@ -270,6 +270,15 @@ fn matches(
     true
 }
 
+/// The jailbreak score's two readings for the block log, where the daemon sums them
+/// (an n-gram model configured): ` (encoder 0.9998765, n-grams +3.21)`; empty otherwise.
+fn readings(j: &JailbreakResult) -> String {
+    match j.ngram_logit {
+        Some(logit) => format!(" (encoder {:.7}, n-grams {logit:+.2})", j.encoder_score),
+        None => String::new(),
+    }
+}
+
 /// Verdict from a daemon reply.
 pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyResponse) -> Verdict {
     let mut jailbreak_mark = None;
@@ -280,8 +289,9 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
                 match config.jailbreak.action {
                     JailbreakAction::Block => {
                         log::info!(
-                            "semroute: blocked: jailbreak score {:.7} >= threshold {threshold:.7}",
+                            "semroute: blocked: jailbreak score {:.7} >= threshold {threshold:.7}{}",
                             j.score,
+                            readings(j),
                         );
                         return Verdict::Reject {
                             error: ErrorResponse::blocked(
@@ -393,6 +403,20 @@ pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyRe
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_log_gives_both_readings_where_the_daemon_sums_them() {
+        let mut j = JailbreakResult {
+            score: 0.99999,
+            encoder_score: 0.9987,
+            ..Default::default()
+        };
+        assert_eq!(readings(&j), "");
+        j.ngram_logit = Some(3.214);
+        assert_eq!(readings(&j), " (encoder 0.9987000, n-grams +3.21)");
+        j.ngram_logit = Some(-6.5);
+        assert_eq!(readings(&j), " (encoder 0.9987000, n-grams -6.50)");
+    }
 
     fn config(extra: &str) -> FilterConfig {
         let json = format!(

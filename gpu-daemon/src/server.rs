@@ -135,6 +135,8 @@ pub fn to_response(
             window_start: j.window.0 as u32,
             window_end: j.window.1 as u32,
             in_scan_text: j.window.2 == Part::ScanText,
+            encoder_score: j.encoder_score.max(0.0),
+            ngram_logit: j.ngram_logit,
         }),
         pii: out.pii.map(|entities| PiiResult {
             entities: entities

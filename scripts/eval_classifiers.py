@@ -11,10 +11,10 @@ override threshold (envoy.yaml, or --threshold and --override-threshold).
 Rows and splits come from `router_data.py`; `--split val` (the default) never saw training
 or a threshold choice. `--split calib --domain-calib` adds MMLU-Pro's calib bucket (for
 models trained with `--domain-calib`, which keeps it out of their training): domain
-choices between runs without the validation split. `--choose-threshold` runs on the calib split and prints the lowest
-threshold (steps of 0.05 in log-odds) that keeps false blocks on each of its benign groups
-within half the target (CALIB_FALSE_BLOCK_TARGET), with the override threshold at a tenth
-of its odds (OVERRIDE_ODDS_RATIO).
+choices between runs without the validation split. `--choose-threshold` runs on the calib
+split and prints the lowest threshold (steps of 0.05 in log-odds) that keeps false blocks
+on each of its benign groups within half the target (CALIB_FALSE_BLOCK_TARGET), with the
+override threshold at a tenth of its odds (OVERRIDE_ODDS_RATIO).
 
 Prints (markdown):
   - domain accuracy and macro-F1 per category (MMLU-Pro held-out questions);

@@ -2,7 +2,8 @@
 //! fits the model, a reading scored only where it differs from the text, outputs that do not
 //! depend on the other requests in a batch, the result cache (a hit equals a miss), and the encoder and the PII model
 //! run together (one after the other on a shared thread pool, side by side on a pool each)
-//! giving what each gives alone.
+//! giving what each gives alone; the domain head's and the n-gram model's readings summed
+//! label by label.
 //!
 //! Needs `make setup` (ONNX Runtime and models under build/); fails with a clear message
 //! otherwise.
@@ -318,4 +319,55 @@ fn the_pii_model_reads_only_the_named_sentences() {
     );
     assert!(kinds(&scan_only).iter().any(|k| k == "EMAIL_ADDRESS"));
     assert!(scan_only.pii_tokens < named.pii_tokens, "{scan_only:?}");
+}
+
+/// The served domain distribution is the domain head's with the n-gram model's logits
+/// added to its log-probabilities, label by label, sorted highest first.
+#[test]
+fn the_domain_sums_the_head_and_the_ngram_model_label_by_label() {
+    use semroute_daemon::models::ngrams::NgramScorer;
+    let mut with = engine(0);
+    let mut c = config(0);
+    let path = c
+        .models
+        .domain
+        .ngrams
+        .take()
+        .expect("the default has a domain n-gram model");
+    let mut without = Engine::load(&c).expect("loading the models");
+    let scorer = NgramScorer::load(&path).unwrap();
+    let only_domain = SignalSet {
+        domain: true,
+        ..Default::default()
+    };
+    for text in [
+        "Which enzyme unwinds the DNA double helix at the replication fork?",
+        "A firm's marginal cost rises while its price stays fixed. What happens to output?",
+        "Under the Fourth Amendment, is a warrantless search of a car lawful?",
+    ] {
+        let summed = classify(&mut with, &input(text, only_domain))
+            .domain
+            .unwrap();
+        let head = classify(&mut without, &input(text, only_domain))
+            .domain
+            .unwrap();
+        let p = |d: &semroute_daemon::engine::DomainOutput, label: &str| {
+            d.distribution
+                .iter()
+                .find(|(l, _)| l == label)
+                .map(|(_, p)| *p)
+                .unwrap()
+        };
+        let probs: Vec<f32> = scorer.labels.iter().map(|l| p(&head, l)).collect();
+        let want = NgramScorer::combine_distribution(&probs, &scorer.logits(text));
+        for (label, w) in scorer.labels.iter().zip(&want) {
+            let got = p(&summed, label);
+            assert!((got - w).abs() < 1e-6, "{text}: {label} {got} against {w}");
+        }
+        assert!(summed.distribution.windows(2).all(|w| w[0].1 >= w[1].1));
+        assert_eq!(
+            (summed.label.as_str(), summed.confidence),
+            (summed.distribution[0].0.as_str(), summed.distribution[0].1)
+        );
+    }
 }

@@ -13,6 +13,7 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
+use super::domain_ngrams::domain_probabilities;
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::sequence::SequenceSignals;
 use super::windows::{byte_span, flagged_pieces, plan_windows};
@@ -73,7 +74,9 @@ impl SequenceSignals {
                 if is_domain {
                     let n = scores.windows.max(1) as f32;
                     let mean: Vec<f32> = scores.probs_sum.iter().map(|v| v / n).collect();
-                    outputs[req].domain = Some(domain_output(&c.id2label, mean));
+                    let ngrams = self.domain_ngrams.as_ref();
+                    let probs = domain_probabilities(ngrams, &input.text, mean);
+                    outputs[req].domain = Some(domain_output(&c.id2label, probs));
                 } else if let Some(mut b) = scores.best {
                     b.windows = scores.windows;
                     outputs[req].jailbreak = Some(b);

@@ -3,28 +3,24 @@
 //! to the domain model's ([`NgramScorer::combine_distribution`]).
 //!
 //! The model reads what the domain model reads, the request's `text` (its first
-//! [`MAX_NGRAM_BYTES`](super::jailbreak_ngrams::MAX_NGRAM_BYTES)). A subject's
-//! vocabulary (a statute, a reagent, a tax form) is in the text's words and word pairs as
-//! much as in the encoder's pooled vector, and the two disagree on different questions:
-//! on MMLU-Pro's calib bucket, held out of both models' training for the measurement,
-//! accuracy 0.830 for the encoder alone, 0.800 for the n-gram model alone and 0.840 for
-//! the sum (`scripts/train_ngrams.py`).
+//! [`MAX_NGRAM_BYTES`](crate::models::ngrams::MAX_NGRAM_BYTES)); the sum is taken on the
+//! domain model's probabilities in label order, before they are sorted into the reply's
+//! distribution ([`domain_probabilities`]). A subject's vocabulary (a statute, a reagent,
+//! a tax form) is in the text's words and word pairs as much as in the encoder's pooled
+//! vector, and the two disagree on different questions: on MMLU-Pro's calib bucket, held
+//! out of both models' training for the measurement, accuracy 0.830 for the encoder
+//! alone, 0.800 for the n-gram model alone and 0.840 for the sum
+//! (`scripts/train_ngrams.py`).
 
 use std::path::Path;
-use std::time::Instant;
 
-use super::jailbreak_ngrams::prefix;
-use super::sequence::SequenceSignals;
-use super::{ClassifyInput, ClassifyOutput, DomainOutput};
-use crate::models::ngrams::NgramScorer;
+use crate::models::ngrams::{prefix, NgramScorer};
 use crate::models::ModelError;
 
 /// A domain n-gram model and, for each of its logits, the index of the same label among
 /// the domain model's labels.
 pub(super) struct DomainNgrams {
     scorer: NgramScorer,
-    /// The domain model's labels, in the order of its outputs.
-    labels: Vec<String>,
     /// `order[i]`: the domain model's index of the n-gram model's label `i`.
     order: Vec<usize>,
 }
@@ -56,11 +52,7 @@ impl DomainNgrams {
             }
             order.push(i);
         }
-        Ok(Self {
-            scorer,
-            labels: labels.to_vec(),
-            order,
-        })
+        Ok(Self { scorer, order })
     }
 
     /// The model's version, reported with the models.
@@ -69,7 +61,7 @@ impl DomainNgrams {
     }
 
     /// `probs` (in the domain model's label order) combined with the n-gram model's
-    /// logits for `text`.
+    /// logits for `text` ([`NgramScorer::combine_distribution`]), in the same order.
     fn combine(&self, text: &str, probs: &[f32]) -> Vec<f32> {
         let mut logits = vec![0f32; probs.len()];
         for (logit, &i) in self
@@ -82,51 +74,18 @@ impl DomainNgrams {
         }
         NgramScorer::combine_distribution(probs, &logits)
     }
-
-    /// Adds the model's log-probabilities for `text` to the domain result `d`: its
-    /// distribution (sorted highest first, as [`super::domain_output`] writes it) is read
-    /// back into label order, combined ([`NgramScorer::combine_distribution`]) and sorted
-    /// again; `label` and `confidence` are its first entry. A label `d` lacks counts as
-    /// probability 0.
-    fn apply(&self, text: &str, d: &mut DomainOutput) {
-        let mut probs = vec![0f32; self.labels.len()];
-        for (label, p) in &d.distribution {
-            if let Some(i) = self.labels.iter().position(|l| l == label) {
-                probs[i] = *p;
-            }
-        }
-        let combined = self.combine(text, &probs);
-        let mut distribution: Vec<(String, f32)> =
-            self.labels.iter().cloned().zip(combined).collect();
-        distribution.sort_by(|a, b| b.1.total_cmp(&a.1));
-        if let Some((label, confidence)) = distribution.first().cloned() {
-            d.label = label;
-            d.confidence = confidence;
-        }
-        d.distribution = distribution;
-    }
 }
 
-impl SequenceSignals {
-    /// With a domain n-gram model configured, adds its log-probabilities for each
-    /// request's `text` to its domain result ([`DomainNgrams::apply`]); the time counts as
-    /// postprocessing.
-    pub(super) fn add_domain_ngrams(
-        &self,
-        inputs: &[ClassifyInput],
-        outputs: &mut [ClassifyOutput],
-    ) {
-        let Some(ngrams) = &self.domain_ngrams else {
-            return;
-        };
-        for (input, out) in inputs.iter().zip(outputs.iter_mut()) {
-            let Some(d) = out.domain.as_mut() else {
-                continue;
-            };
-            let t0 = Instant::now();
-            ngrams.apply(&input.text, d);
-            out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
-        }
+/// The domain probabilities of a request whose `text` the domain model gave `probs` (in its
+/// label order): combined with the n-gram model's logits where one is configured.
+pub(super) fn domain_probabilities(
+    ngrams: Option<&DomainNgrams>,
+    text: &str,
+    probs: Vec<f32>,
+) -> Vec<f32> {
+    match ngrams {
+        Some(n) => n.combine(text, &probs),
+        None => probs,
     }
 }
 
@@ -169,42 +128,5 @@ mod tests {
         let mut dup = scorer.clone();
         dup.labels[1] = dup.labels[0].clone();
         assert!(DomainNgrams::new(dup, &scorer.labels, path).is_err());
-    }
-
-    /// The distribution arrives sorted by probability, not in label order: each label
-    /// keeps its own probability through the combination, and the result is sorted with
-    /// `label` / `confidence` its first entry.
-    #[test]
-    fn apply_reads_the_sorted_distribution_back_by_label() {
-        let scorer = committed();
-        let labels = scorer.labels.clone();
-        let n = DomainNgrams::new(scorer, &labels, Path::new("d")).unwrap();
-        // Probabilities rising with the label index, so the sorted order is the reverse.
-        let total: f32 = (1..=labels.len()).map(|i| i as f32).sum();
-        let probs: Vec<f32> = (1..=labels.len()).map(|i| i as f32 / total).collect();
-        let mut sorted: Vec<(String, f32)> = labels.iter().cloned().zip(probs.clone()).collect();
-        sorted.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let mut d = DomainOutput {
-            label: sorted[0].0.clone(),
-            confidence: sorted[0].1,
-            distribution: sorted,
-        };
-        n.apply(LAW, &mut d);
-        let want = n.combine(LAW, &probs);
-        assert_eq!(d.distribution.len(), labels.len());
-        for (label, p) in &d.distribution {
-            let i = labels.iter().position(|l| l == label).unwrap();
-            assert!(
-                (p - want[i]).abs() < 1e-7,
-                "{label}: {p} against {}",
-                want[i]
-            );
-        }
-        assert!(d.distribution.windows(2).all(|w| w[0].1 >= w[1].1));
-        assert_eq!(
-            (d.label.as_str(), d.confidence),
-            (d.distribution[0].0.as_str(), d.distribution[0].1)
-        );
-        assert_eq!(d.label, "law");
     }
 }

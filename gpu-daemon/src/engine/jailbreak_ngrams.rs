@@ -14,7 +14,8 @@
 //! by the paragraph's n-grams.
 //!
 //! The logit counts from [`NGRAM_LOGIT_FLOOR`] up, so that no text around a jailbreak can
-//! outvote an encoder that is certain of it. Each text is read up to [`MAX_NGRAM_BYTES`],
+//! outvote an encoder that is certain of it. Each text is read up to
+//! [`MAX_NGRAM_BYTES`](crate::models::ngrams::MAX_NGRAM_BYTES),
 //! and at most [`MAX_FLAGGED_JOBS`] flagged sentences and their readings per request, so a
 //! request's cost stays bounded whatever its size and its flagged spans.
 
@@ -24,17 +25,13 @@ use super::readings::{flagged_variants, jailbreak_readings};
 use super::sequence::SequenceSignals;
 use super::{ClassifyInput, ClassifyOutput, Part, MAX_FLAGGED_JOBS};
 use crate::invisible::is_invisible;
-use crate::models::ngrams::NgramScorer;
+use crate::models::ngrams::{prefix, NgramScorer};
 
 /// Lowest n-gram logit added to the encoder's log-odds. An encoder score at its ceiling
 /// (`1 - 1e-7`, log-odds 16.1, [`NgramScorer::combine`]) then stays above log-odds 10, the
 /// filter's default threshold, however benign the text padded around the jailbreak reads.
 /// On the validation split no decision changes with it.
 pub const NGRAM_LOGIT_FLOOR: f32 = -6.0;
-
-/// Bytes of each text the n-gram model reads, its first ones (on a character boundary):
-/// 64 KiB, about 16K tokens of prose. The filter sends its compressed text, far shorter.
-pub const MAX_NGRAM_BYTES: usize = 64 * 1024;
 
 impl SequenceSignals {
     /// Sets each jailbreak result's `encoder_score` to its score and, with an n-gram model
@@ -93,18 +90,6 @@ fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize)
     best
 }
 
-/// The first [`MAX_NGRAM_BYTES`] of `text`, cut on a character boundary.
-pub(super) fn prefix(text: &str) -> &str {
-    if text.len() <= MAX_NGRAM_BYTES {
-        return text;
-    }
-    let mut end = MAX_NGRAM_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 /// The n-gram logit of `text`, or, where it holds [invisible](is_invisible) characters,
 /// the higher of that and the logit of the text without them.
 fn read_logit(scorer: &NgramScorer, text: &str) -> f32 {
@@ -119,15 +104,6 @@ fn read_logit(scorer: &NgramScorer, text: &str) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn prefix_cuts_on_a_character_boundary() {
-        assert_eq!(prefix("short"), "short");
-        let long = "é".repeat(MAX_NGRAM_BYTES);
-        let p = prefix(&long);
-        assert!(p.len() <= MAX_NGRAM_BYTES && p.len() > MAX_NGRAM_BYTES - 4);
-        assert!(p.chars().all(|c| c == 'é'));
-    }
 
     #[test]
     fn the_floor_keeps_a_certain_encoder_above_the_default_threshold() {

@@ -23,9 +23,9 @@
 //! The jailbreak signal plans, runs and aggregates twice: the windows first, then, while
 //! no window is decisive (`limits.jailbreak_refine_below`), the sentences to refine.
 //! Signals with classifier directories of their own run in `classifier_dirs`.
-//! Last, where configured, the hashed n-gram models add their reading of the text to the
-//! jailbreak score's log-odds (`jailbreak_ngrams`) and to the domain's log-probabilities
-//! (`domain_ngrams`).
+//! Where configured, the hashed n-gram models add their reading of the text: to the
+//! domain's log-probabilities as the domain is aggregated (`domain_ngrams`), and, last,
+//! to the jailbreak score's log-odds (`jailbreak_ngrams`).
 
 mod classifier_dirs;
 mod domain_ngrams;

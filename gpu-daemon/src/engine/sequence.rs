@@ -26,6 +26,7 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::time::Instant;
 
+use super::domain_ngrams::{domain_probabilities, DomainNgrams};
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::windows::{
     anchored_windows, byte_span, changed_windows, flagged_pieces, plan_windows, sentences_to_score,
@@ -54,7 +55,7 @@ pub(super) struct SequenceSignals {
     /// Hashed n-gram model whose logit is added to the jailbreak score's log-odds.
     pub(super) jailbreak_ngrams: Option<NgramScorer>,
     /// Hashed n-gram model whose log-probabilities are added to the domain's.
-    pub(super) domain_ngrams: Option<super::domain_ngrams::DomainNgrams>,
+    pub(super) domain_ngrams: Option<DomainNgrams>,
     pub(super) limits: LimitsConfig,
     pub(super) batch: BatchLimits,
     /// Pooled encoder embeddings `[hidden]` per exact window or sentence.
@@ -125,7 +126,6 @@ impl SequenceSignals {
         // Classifier directories: each runs its own tokenizer and windows.
         self.run_classifier_dirs(inputs, outputs)?;
         self.add_ngram_logits(inputs, outputs);
-        self.add_domain_ngrams(inputs, outputs);
         Ok(())
     }
 
@@ -175,7 +175,8 @@ impl SequenceSignals {
                 o.timings.inference_us += refine_us;
             }
         }
-        domain_outputs(scores.domain_sum, &heads, inputs, outputs);
+        let ngrams = self.domain_ngrams.as_ref();
+        domain_outputs(scores.domain_sum, &heads, ngrams, inputs, outputs);
         let postprocess_us = (t2.elapsed().as_micros() as u64).saturating_sub(refine_us);
         for o in outputs.iter_mut() {
             o.timings.tokenize_us += tokenize_us / inputs.len().max(1) as u64;
@@ -562,10 +563,12 @@ fn score_sentences(
 }
 
 /// The domain of each request asking for it: the domain head on the weighted mean of its
-/// window embeddings (`domain_sum`, see [`WindowScores::domain_sum`]).
+/// window embeddings (`domain_sum`, see [`WindowScores::domain_sum`]), with the n-gram
+/// model's reading where one is configured ([`domain_probabilities`]).
 fn domain_outputs(
     domain_sum: Vec<(Vec<f32>, f32)>,
     heads: &Heads<'_>,
+    ngrams: Option<&DomainNgrams>,
     inputs: &[ClassifyInput],
     outputs: &mut [ClassifyOutput],
 ) {
@@ -575,7 +578,8 @@ fn domain_outputs(
     for (req, (sum, total)) in domain_sum.into_iter().enumerate() {
         if inputs[req].signals.domain && total > 0.0 {
             let mean: Vec<f32> = sum.iter().map(|v| v / total).collect();
-            outputs[req].domain = Some(domain_output(&h.labels, h.probabilities(&mean)));
+            let probs = domain_probabilities(ngrams, &inputs[req].text, h.probabilities(&mean));
+            outputs[req].domain = Some(domain_output(&h.labels, probs));
         }
     }
 }

@@ -49,6 +49,23 @@ const MAX_FILE_BYTES: u64 = (64 << 20) + (1 << 20);
 /// Largest weight magnitude accepted (trained weights stay below 10).
 const MAX_WEIGHT: f32 = 1e4;
 
+/// Bytes of each text the n-gram models read, its first ones ([`prefix`]): 64 KiB, about
+/// 16K tokens of prose. The filter sends its compressed text, far shorter.
+pub const MAX_NGRAM_BYTES: usize = 64 * 1024;
+
+/// The first [`MAX_NGRAM_BYTES`] of `text`, cut on a character boundary: what the daemon
+/// gives an n-gram model to read, so that a request's cost stays bounded.
+pub fn prefix(text: &str) -> &str {
+    if text.len() <= MAX_NGRAM_BYTES {
+        return text;
+    }
+    let mut end = MAX_NGRAM_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
 /// A hashed n-gram logistic regression: `weight` `[2^bits, classes]`, `bias` `[classes]`.
 #[derive(Debug, Clone)]
 pub struct NgramScorer {
@@ -306,6 +323,15 @@ fn features(text: &str, bits: u32) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_cuts_on_a_character_boundary() {
+        assert_eq!(prefix("short"), "short");
+        let long = "é".repeat(MAX_NGRAM_BYTES);
+        let p = prefix(&long);
+        assert!(p.len() <= MAX_NGRAM_BYTES && p.len() > MAX_NGRAM_BYTES - 4);
+        assert!(p.chars().all(|c| c == 'é'));
+    }
 
     #[test]
     fn normalization_matches_the_training_script() {

@@ -5,8 +5,9 @@ Every row goes the way a request body's text goes: the filter's compressor and r
 (`compress_jsonl`, configured as in envoy.yaml) produce the text and the flagged sentences
 the filter sends, then `semroute-daemon classify` scores them with the configuration under
 test. The decision is the filter's: block when the jailbreak score is at or above its
-threshold, or, where the risk scan found an instruction override, at or above its
-override threshold (envoy.yaml, or --threshold and --override-threshold).
+threshold, or, where the risk scan found an instruction override or a harmful request, at
+or above that cue's lower threshold (envoy.yaml, or --threshold, --override-threshold and
+--harmful-request-threshold).
 
 Rows and splits come from `router_data.py`; `--split val` (the default) never saw training
 or a threshold choice. `--split calib --domain-calib` adds MMLU-Pro's calib bucket (for
@@ -14,7 +15,7 @@ models trained with `--domain-calib`, which keeps it out of their training): dom
 choices between runs without the validation split. `--choose-threshold` runs on the calib
 split and prints the lowest threshold (steps of 0.05 in log-odds) that keeps false blocks
 on each of its benign groups within half the target (CALIB_FALSE_BLOCK_TARGET), with the
-override threshold at a tenth of its odds (OVERRIDE_ODDS_RATIO).
+cue thresholds at their share of its odds (CUE_ODDS_RATIOS).
 
 Prints (markdown):
   - domain accuracy and macro-F1 per category (MMLU-Pro held-out questions);
@@ -42,7 +43,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import router_data as data  # noqa: E402
-from eval_compression import FILTER_CONFIG, jailbreak_blocked, run_jsonl  # noqa: E402
+from eval_compression import CUE_THRESHOLD_KEYS, FILTER_CONFIG, jailbreak_blocked, run_jsonl  # noqa: E402
 from heads import recall_at_fpr, roc_auc as auc, threshold_at_fpr  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,19 +58,23 @@ FALSE_BLOCK_TARGET = 0.005
 # licences (ShareGPT, ToxicChat: val only, which no choice may see) are what deployments
 # send, and they score higher than calib's ordinary requests.
 CALIB_FALSE_BLOCK_TARGET = FALSE_BLOCK_TARGET / 2
-# The override threshold's odds, p / (1 - p), against the threshold's: a tenth. A request
-# whose risk scan found an instruction override ("ignore all previous instructions") is
-# taken as ten times likelier a priori to be an attack, so the score's evidence needs a
-# tenth of the odds (Bayes' rule in odds form). The calib split holds too few benign rows
-# with an override to choose it on.
-OVERRIDE_ODDS_RATIO = 10.0
+# Each cue threshold's odds, p / (1 - p), against the threshold's. A request whose risk scan
+# found the cue is taken as that many times likelier a priori to be an attack, so the
+# score's evidence needs that share of the odds (Bayes' rule in odds form). The ratio is the
+# cue's likelihood ratio on the training split, P(cue | jailbreak) / P(cue | benign), rounded
+# down to a power of ten (the score already read the cue's words, so the ratio is not
+# counted in full): an instruction override ("ignore all previous instructions") 62.6 ->
+# 10, a plainly harmful request 239 -> 100; role play (6.5), prompt extraction (5.6) and
+# fiction framing (5.3) round to 1 and lower nothing. The calib split holds too few benign
+# rows with these cues to choose their thresholds on.
+CUE_ODDS_RATIOS = {"override": 10.0, "harmful_request": 100.0}
 
 
-def override_threshold_for(t: float) -> float:
-    """The override threshold for threshold `t` (OVERRIDE_ODDS_RATIO)."""
+def cue_threshold_for(t: float, kind: str) -> float:
+    """The threshold of cue `kind` for threshold `t` (CUE_ODDS_RATIOS)."""
     if t >= 1.0:
         return 1.0
-    odds = t / (1.0 - t) / OVERRIDE_ODDS_RATIO
+    odds = t / (1.0 - t) / CUE_ODDS_RATIOS[kind]
     return odds / (1.0 + odds)
 
 
@@ -106,12 +111,17 @@ def fmt(v, pct=False):
     return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
 
 
-def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], np.ndarray]:
+def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], dict[str, np.ndarray]]:
     """What the filter sends for each row's text (compressed text and flagged sentences),
-    and whether its risk scan found an instruction override in the text."""
+    and, per cue kind that lowers the threshold, whether its risk scan found it in the text."""
     comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": compression} for r in rows])
     view = [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
-    return view, np.array(["override" in c["risk"] for c in comp], dtype=bool)
+    return view, {kind: np.array([kind in c["risk"] for c in comp], dtype=bool) for kind in CUE_THRESHOLD_KEYS}
+
+
+def select(cues: dict[str, np.ndarray], ix) -> dict[str, np.ndarray]:
+    """The cue flags of rows `ix`."""
+    return {kind: flags[ix] for kind, flags in cues.items()}
 
 
 def classify(config: str | None, rows: list[dict], signals: str) -> list[dict]:
@@ -154,10 +164,15 @@ def main() -> int:
                     default=FILTER_CONFIG["jailbreak"].get("override_threshold"),
                     help="threshold where the risk scan found an instruction override (envoy.yaml's)")
     ap.add_argument("--no-override-threshold", action="store_true",
-                    help="the threshold alone, as a filter with `override_threshold: null`")
+                    help="no override threshold, as a filter with `override_threshold: null`")
+    ap.add_argument("--harmful-request-threshold", type=float,
+                    default=FILTER_CONFIG["jailbreak"].get("harmful_request_threshold"),
+                    help="threshold where the risk scan found a harmful request (envoy.yaml's)")
+    ap.add_argument("--no-harmful-request-threshold", action="store_true",
+                    help="no harmful-request threshold, as a filter with `harmful_request_threshold: null`")
     ap.add_argument("--choose-threshold", action="store_true",
                     help=f"calib split: print the lowest threshold with ≤ {100 * CALIB_FALSE_BLOCK_TARGET:.2f}%% "
-                         "false blocks, and its override threshold")
+                         "false blocks, and its cue thresholds")
     ap.add_argument("--budget-tokens", type=int,
                     help="the filter's compression budget (default: envoy.yaml's compression.budget_tokens)")
     ap.add_argument("--no-long", action="store_true", help="skip the long-prompt rows")
@@ -183,10 +198,12 @@ def main() -> int:
           f"compression budget {compression.get('budget_tokens', 'default')} tokens\n")
     if args.no_override_threshold:
         args.override_threshold = None
+    if args.no_harmful_request_threshold:
+        args.harmful_request_threshold = None
     if args.no_filter:
-        view, override = [{"text": r["text"]} for r in rows], np.zeros(len(rows), dtype=bool)
+        view, cues = [{"text": r["text"]} for r in rows], {k: np.zeros(len(rows), dtype=bool) for k in CUE_THRESHOLD_KEYS}
     else:
-        view, override = filter_view(rows, compression)
+        view, cues = filter_view(rows, compression)
     out = classify(args.config, view, "domain,jailbreak")
     errors = [i for i, o in enumerate(out) if "error" in o]
     if errors:
@@ -194,6 +211,7 @@ def main() -> int:
     jb_score = np.array([o["jailbreak"]["score"] for o in out])
     summary = {"split": args.split, "config": args.config, "threshold": args.threshold,
                "override_threshold": args.override_threshold,
+               "harmful_request_threshold": args.harmful_request_threshold,
                "budget_tokens": compression.get("budget_tokens")}
 
     # ---- threshold choice (calib)
@@ -211,24 +229,29 @@ def main() -> int:
         # the scores crowd, near 1), then 1.0.
         grid = [round(1.0 / (1.0 + math.exp(-0.05 * k)), 7) for k in range(400)] + [1.0]
 
-        def pair(g: float) -> tuple[float, float | None]:
-            return g, (None if args.no_override_threshold else round(override_threshold_for(g), 7))
+        off = {"override": args.no_override_threshold, "harmful_request": args.no_harmful_request_threshold}
+
+        def thresholds_at(g: float) -> dict:
+            return {"threshold": g,
+                    **{k: None if off[k] else round(cue_threshold_for(g, k), 7) for k in CUE_THRESHOLD_KEYS}}
 
         def within(g: float) -> bool:
-            return all(np.mean(jailbreak_blocked(jb_score[ix], override[ix], *pair(g))) <= CALIB_FALSE_BLOCK_TARGET
-                       for ix in groups.values() if len(ix))
+            return all(np.mean(jailbreak_blocked(jb_score[ix], select(cues, ix), thresholds_at(g)))
+                       <= CALIB_FALSE_BLOCK_TARGET for ix in groups.values() if len(ix))
 
-        t, t_o = pair(next(g for g in grid if within(g)))
+        chosen = thresholds_at(next(g for g in grid if within(g)))
         y = np.array([rows[i]["jailbreak"] for i in jb_rows])
-        rec = float(np.mean(jailbreak_blocked(jb_score[jb_rows], override[jb_rows], t, t_o)[y == 1]))
+        rec = float(np.mean(jailbreak_blocked(jb_score[jb_rows], select(cues, jb_rows), chosen)[y == 1]))
         sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
         print(f"Lowest threshold with ≤ {CALIB_FALSE_BLOCK_TARGET:.2%} false blocks on each calib benign group "
-              f"({sizes}): **{t}**, override threshold (a tenth of its odds) **{t_o}**; "
+              f"({sizes}): **{chosen['threshold']}**, override threshold (a tenth of its odds) "
+              f"**{chosen['override']}**, harmful-request threshold (a hundredth) **{chosen['harmful_request']}**; "
               f"calib recall at them {rec:.3f}\n")
-        summary["chosen_override_threshold"] = t_o
-        args.override_threshold = t_o
-        summary["chosen_threshold"] = t
-        args.threshold = t
+        summary.update(chosen_threshold=chosen["threshold"], chosen_override_threshold=chosen["override"],
+                       chosen_harmful_request_threshold=chosen["harmful_request"])
+        args.threshold = chosen["threshold"]
+        args.override_threshold = chosen["override"]
+        args.harmful_request_threshold = chosen["harmful_request"]
 
     # ---- domain
     dom = [i for i, r in enumerate(rows) if r["task"] == "domain"]
@@ -254,9 +277,13 @@ def main() -> int:
     y = np.array([rows[i]["jailbreak"] for i in jb_rows])
     s = jb_score[jb_rows]
     length = np.array([len(rows[i]["text"]) for i in jb_rows], dtype=float)
-    t, t_o = args.threshold, args.override_threshold
-    blocked = jailbreak_blocked(s, override[jb_rows], t, t_o)
-    at = f"threshold {t}" + (f" ({t_o} with an instruction override)" if t_o is not None else "")
+    thresholds = {"threshold": args.threshold, "override": args.override_threshold,
+                  "harmful_request": args.harmful_request_threshold}
+    blocked = jailbreak_blocked(s, select(cues, jb_rows), thresholds)
+    lower = [f"{thresholds[k]} with {name}" for k, name in (("override", "an instruction override"),
+                                                            ("harmful_request", "a harmful request"))
+             if thresholds[k] is not None]
+    at = f"threshold {args.threshold}" + (f" ({', '.join(lower)})" if lower else "")
     print(f"## Jailbreak: {int((y == 1).sum())} jailbreak / {int((y == 0).sum())} benign rows\n")
     print(f"AUC **{fmt(auc(y, s))}** (length only: {fmt(auc(y, length))}), recall at 1% FPR "
           f"**{fmt(recall_at_fpr(y, s, 0.01))}** (length only: {fmt(recall_at_fpr(y, length, 0.01))}), at {at}: "
@@ -306,9 +333,9 @@ def main() -> int:
     if not args.no_long:
         pool = [r for r in rows if r["kind"] == "document"]
         prompts = long_prompts(pool, seed=7)
-        long_view, long_override = filter_view([{"text": p} for _, p in prompts], compression)
+        long_view, long_cues = filter_view([{"text": p} for _, p in prompts], compression)
         long_out = classify(args.config, long_view, "jailbreak")
-        long_blocked = jailbreak_blocked(np.array([o["jailbreak"]["score"] for o in long_out]), long_override, t, t_o)
+        long_blocked = jailbreak_blocked(np.array([o["jailbreak"]["score"] for o in long_out]), long_cues, thresholds)
         print()
         print("| long benign prompt (tokens) | prompts | blocked | max score |\n|---|---:|---:|---:|")
         total = 0

@@ -93,20 +93,35 @@ def filter_config(path=os.path.join(ROOT, "envoy.yaml")):
 # compression settings.
 FILTER_CONFIG = filter_config()
 JB_THRESHOLD = FILTER_CONFIG["jailbreak"]["threshold"]
-JB_OVERRIDE_THRESHOLD = FILTER_CONFIG["jailbreak"].get("override_threshold")
+# The risk-scan cues that lower the jailbreak threshold where the scan found them (the kinds
+# `compress_jsonl` reports), with the filter configuration's key of each cue's threshold.
+CUE_THRESHOLD_KEYS = {"override": "override_threshold", "harmful_request": "harmful_request_threshold"}
+# The filter's thresholds from envoy.yaml: "threshold", then one per cue kind (None: the
+# cue lowers nothing).
+JB_THRESHOLDS = {"threshold": JB_THRESHOLD,
+                 **{kind: FILTER_CONFIG["jailbreak"].get(key) for kind, key in CUE_THRESHOLD_KEYS.items()}}
 
 
-def jailbreak_blocked(score, override, threshold=JB_THRESHOLD, override_threshold=JB_OVERRIDE_THRESHOLD):
-    """The filter's jailbreak decision: `score` at or above `threshold`, or, where `override`
-    (the risk scan found an instruction override: "override" among the kinds `compress_jsonl`
-    reports), at or above the lower `override_threshold` (None: `threshold` alone). Scores
-    and flags are scalars or numpy arrays of one shape. Compared in f32, as the filter does
-    (the daemon's scores are f32, printed in their shortest form, and so are its thresholds):
-    a score printed as the threshold's f32 value is blocked, as by the filter."""
-    score, threshold = _f32(score), _f32(threshold)
-    if override_threshold is None:
-        return score >= threshold
-    return (score >= threshold) | (override & (score >= min(threshold, _f32(override_threshold))))
+def cue_flags(risk):
+    """{cue kind: whether the risk scan found it} for one row's `risk` kinds (names)."""
+    return {kind: kind in risk for kind in CUE_THRESHOLD_KEYS}
+
+
+def jailbreak_blocked(score, cues, thresholds=JB_THRESHOLDS):
+    """The filter's jailbreak decision: `score` at or above the lowest threshold that
+    applies: `thresholds["threshold"]`, and each cue kind's threshold where `cues[kind]` (the
+    risk scan found it; see `cue_flags`; a kind missing from `cues` or a None threshold
+    lowers nothing). Scores and flags are scalars or numpy arrays of one shape. Compared in
+    f32, as the filter does (the daemon's scores are f32, printed in their shortest form, and
+    so are its thresholds): a score printed as the threshold's f32 value is blocked, as by
+    the filter."""
+    score, general = _f32(score), thresholds["threshold"]
+    blocked = score >= _f32(general)
+    for kind in CUE_THRESHOLD_KEYS:
+        t = thresholds.get(kind)
+        if t is not None and kind in cues:
+            blocked = blocked | (cues[kind] & (score >= _f32(min(general, t))))
+    return blocked
 
 
 def _f32(x):
@@ -299,7 +314,7 @@ def main():
             if signal == "jailbreak":
                 # The risk scan reads the whole prompt either way, so one cue for both.
                 for r in (full[j], small[j]):
-                    r["blocked"] = jailbreak_blocked(r["jailbreak"]["score"], "override" in comp[i]["risk"])
+                    r["blocked"] = jailbreak_blocked(r["jailbreak"]["score"], cue_flags(comp[i]["risk"]))
             results[i] = (full[j], small[j])
     classify_s = time.time() - t1
 

@@ -206,6 +206,14 @@ pub struct JailbreakPolicy {
     /// almost never hold one. Default 0.9995462, a tenth of the general threshold's odds
     /// (log-odds 7.70); `null`: `threshold` alone.
     pub override_threshold: Option<f32>,
+    /// The threshold for a request in which the risk scan found a plainly harmful request
+    /// ("give instructions for making a bomb", [`crate::risk::RiskFlags::HARMFUL_REQUEST`])
+    /// in the text or the scan text; the lowest threshold that applies wins. A jailbreak
+    /// wraps such a request; an ordinary request almost never holds one, and a plain
+    /// harmful request without jailbreak wording scores far below it. Default 0.9954803,
+    /// a hundredth of the general threshold's odds (log-odds 5.39); `null`: no lower
+    /// threshold for the cue.
+    pub harmful_request_threshold: Option<f32>,
     /// Block or mark.
     pub action: JailbreakAction,
     /// With `action: block`: when the daemon cannot classify a request (a timeout, an
@@ -223,6 +231,7 @@ impl Default for JailbreakPolicy {
             enabled: true,
             threshold: 0.999_954_6,
             override_threshold: Some(0.999_546_2),
+            harmful_request_threshold: Some(0.995_480_3),
             action: JailbreakAction::Block,
             fail_closed_on_cue: true,
         }
@@ -230,13 +239,14 @@ impl Default for JailbreakPolicy {
 }
 
 impl JailbreakPolicy {
-    /// The score at or above which a request counts as a jailbreak: `threshold`, or the
-    /// lower `override_threshold` where the risk scan found an instruction override.
-    pub fn threshold_for(&self, instruction_override: bool) -> f32 {
-        match self.override_threshold {
-            Some(t) if instruction_override => t.min(self.threshold),
-            _ => self.threshold,
-        }
+    /// The score at or above which a request counts as a jailbreak: the lowest of
+    /// `threshold`, `override_threshold` where the risk scan found an instruction override,
+    /// and `harmful_request_threshold` where it found a harmful request.
+    pub fn threshold_for(&self, instruction_override: bool, harmful_request: bool) -> f32 {
+        let cue = |on: bool, t: Option<f32>| t.filter(|_| on).unwrap_or(f32::INFINITY);
+        self.threshold
+            .min(cue(instruction_override, self.override_threshold))
+            .min(cue(harmful_request, self.harmful_request_threshold))
     }
 }
 
@@ -512,15 +522,19 @@ impl FilterConfig {
                 "must be greater than 0 and at most 1",
             ));
         }
-        if self
-            .jailbreak
-            .override_threshold
-            .is_some_and(|t| !(t > 0.0 && t <= 1.0))
-        {
-            return Err(invalid(
+        for (field, t) in [
+            (
                 "jailbreak.override_threshold",
-                "must be greater than 0 and at most 1",
-            ));
+                self.jailbreak.override_threshold,
+            ),
+            (
+                "jailbreak.harmful_request_threshold",
+                self.jailbreak.harmful_request_threshold,
+            ),
+        ] {
+            if t.is_some_and(|t| !(t > 0.0 && t <= 1.0)) {
+                return Err(invalid(field, "must be greater than 0 and at most 1"));
+            }
         }
         check_unit("pii.min_score".into(), Some(self.pii.min_score))?;
         match (&self.pii.action, &self.pii.route_model) {
@@ -701,6 +715,10 @@ mod tests {
             (
                 r#"{"default_model":"m","jailbreak":{"override_threshold":0}}"#,
                 "jailbreak.override_threshold",
+            ),
+            (
+                r#"{"default_model":"m","jailbreak":{"harmful_request_threshold":1.01}}"#,
+                "jailbreak.harmful_request_threshold",
             ),
             (
                 r#"{"default_model":"m","pii":{"action":"route"}}"#,

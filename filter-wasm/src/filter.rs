@@ -176,6 +176,9 @@ pub struct HttpFilter {
     /// The risk scan found an instruction override in the text or the scan text
     /// ([`RequestFacts::instruction_override`]).
     instruction_override: bool,
+    /// The risk scan found a harmful request in the text or the scan text
+    /// ([`RequestFacts::harmful_request`]).
+    harmful_request: bool,
     /// Entity types the risk scan found with a validated pattern
     /// ([`RequestFacts::pattern_pii`]).
     pattern_pii: Vec<&'static str>,
@@ -264,6 +267,7 @@ impl HttpFilter {
             daemon_us: None,
             jailbreak_cue: false,
             instruction_override: false,
+            harmful_request: false,
             pattern_pii: Vec::new(),
             daemon_timings: None,
             cpu_us: 0,
@@ -552,6 +556,7 @@ impl HttpFilter {
             auto,
             jailbreak_cue: false,
             instruction_override: false,
+            harmful_request: false,
             pattern_pii: &[],
         };
         let signals = policy::signals_needed(&self.config, auto);
@@ -597,6 +602,8 @@ impl HttpFilter {
         facts.jailbreak_cue = self.jailbreak_cue;
         self.instruction_override = risk.contains(RiskFlags::OVERRIDE);
         facts.instruction_override = self.instruction_override;
+        self.harmful_request = risk.contains(RiskFlags::HARMFUL_REQUEST);
+        facts.harmful_request = self.harmful_request;
         let pattern_pii = pattern_types(risk);
         self.pattern_pii = pattern_pii.clone();
         facts.pattern_pii = &pattern_pii;
@@ -697,6 +704,7 @@ impl HttpFilter {
             auto,
             jailbreak_cue: self.jailbreak_cue,
             instruction_override: self.instruction_override,
+            harmful_request: self.harmful_request,
             pattern_pii: &self.pattern_pii,
         };
         let verdict = if status_code != 0 {

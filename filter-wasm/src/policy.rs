@@ -66,6 +66,9 @@ pub struct RequestFacts<'a> {
     /// The risk scan found an instruction override in the text or the scan text (see
     /// [`crate::config::JailbreakPolicy::override_threshold`]).
     pub instruction_override: bool,
+    /// The risk scan found a plainly harmful request in the text or the scan text (see
+    /// [`crate::config::JailbreakPolicy::harmful_request_threshold`]).
+    pub harmful_request: bool,
     /// Entity types of the values the filter's risk scan found with a validated pattern
     /// (`EMAIL_ADDRESS`, `PHONE_NUMBER`, `CREDIT_CARD`, `IBAN_CODE`, `US_SSN`,
     /// `IP_ADDRESS`); see [`crate::config::PiiPolicy::fail_closed_on_pattern`].
@@ -283,7 +286,9 @@ fn readings(j: &JailbreakResult) -> String {
 pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyResponse) -> Verdict {
     let mut jailbreak_mark = None;
     if config.jailbreak.enabled {
-        let threshold = config.jailbreak.threshold_for(facts.instruction_override);
+        let threshold = config
+            .jailbreak
+            .threshold_for(facts.instruction_override, facts.harmful_request);
         if let Some(j) = &reply.jailbreak {
             if j.score >= threshold {
                 match config.jailbreak.action {
@@ -438,6 +443,7 @@ mod tests {
         auto: true,
         jailbreak_cue: false,
         instruction_override: false,
+        harmful_request: false,
         pattern_pii: &[],
     };
 
@@ -470,6 +476,7 @@ mod tests {
             auto: false,
             jailbreak_cue: false,
             instruction_override: false,
+            harmful_request: false,
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
@@ -526,6 +533,47 @@ mod tests {
     }
 
     #[test]
+    fn a_harmful_request_lowers_the_threshold_further() {
+        let harmful = RequestFacts {
+            harmful_request: true,
+            ..AUTO
+        };
+        let both = RequestFacts {
+            instruction_override: true,
+            ..harmful
+        };
+        // Between the harmful-request default (0.9954803) and the override one (0.9995462).
+        let c = config("");
+        assert!(blocked(decide(
+            &c,
+            harmful,
+            &reply("math", 0.9, 0.999, &[])
+        )));
+        assert!(blocked(decide(&c, both, &reply("math", 0.9, 0.999, &[]))));
+        assert!(!blocked(decide(
+            &c,
+            harmful,
+            &reply("math", 0.9, 0.99, &[])
+        )));
+        let over = RequestFacts {
+            instruction_override: true,
+            ..AUTO
+        };
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.999, &[]))));
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.999, &[]))));
+        // `null`: the cue lowers nothing.
+        let c = config(r#","jailbreak":{"harmful_request_threshold":null}"#);
+        assert!(!blocked(decide(
+            &c,
+            harmful,
+            &reply("math", 0.9, 0.999, &[])
+        )));
+        // The lowest threshold that applies wins, never a higher one.
+        let c = config(r#","jailbreak":{"threshold":0.9,"harmful_request_threshold":0.95}"#);
+        assert!(blocked(decide(&c, harmful, &reply("math", 0.9, 0.92, &[]))));
+    }
+
+    #[test]
     fn pii_allow_lists_and_actions() {
         let c = config(r#","pii":{"allow":["DATE_TIME"]}"#);
         assert!(matches!(
@@ -544,6 +592,7 @@ mod tests {
             auto: false,
             jailbreak_cue: false,
             instruction_override: false,
+            harmful_request: false,
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));

@@ -151,6 +151,26 @@ def long_prompts(docs: list[dict], seed: int) -> list[tuple[int, str]]:
     return out
 
 
+def cue_ratios(eval_dir: str) -> int:
+    """Prints, per risk-scan kind, how often the scan finds it in the training split's
+    jailbreak and benign rows and the ratio of the two (half a row added to the benign
+    count, so that a cue no benign row holds gets a finite ratio)."""
+    rows = [r for r in data.all_rows(eval_dir) if r["split"] == "train" and r["task"] == "jailbreak"]
+    comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": dict(FILTER_CONFIG.get("compression", {}))}
+                                    for r in rows])
+    n = {label: sum(r["jailbreak"] == label for r in rows) for label in (0, 1)}
+    found = {}
+    for r, c in zip(rows, comp):
+        for kind in set(c["risk"]):
+            found.setdefault(kind, [0, 0])[r["jailbreak"]] += 1
+    print(f"| risk-scan cue | jailbreaks ({n[1]}) | benign rows ({n[0]}) | likelihood ratio | odds ratio used |\n"
+          "|---|---:|---:|---:|---:|")
+    for kind, (b, j) in sorted(found.items(), key=lambda kv: -kv[1][1] / n[1] / ((kv[1][0] + 0.5) / n[0])):
+        ratio = (j / n[1]) / ((b + 0.5) / n[0])
+        print(f"| {kind} | {j} | {b} | {ratio:.1f} | {CUE_ODDS_RATIOS.get(kind, '-')} |")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
@@ -179,7 +199,12 @@ def main() -> int:
     ap.add_argument("--no-filter", action="store_true",
                     help="send the texts as they are (no compression, no flagged sentences)")
     ap.add_argument("--summary", help="write the headline numbers as JSON here")
+    ap.add_argument("--cue-ratios", action="store_true",
+                    help="print each risk-scan cue's likelihood ratio on the training split (the "
+                         "source of CUE_ODDS_RATIOS; the risk scan alone, no model) and stop")
     args = ap.parse_args()
+    if args.cue_ratios:
+        return cue_ratios(args.eval_dir)
     if args.choose_threshold:
         args.split = "calib"
     for binary in (DAEMON, COMPRESSOR):

@@ -107,8 +107,12 @@ pub fn wasm_path() -> Result<PathBuf, String> {
     let path = wasm_module()?;
     if env_path("SEMROUTE_WASM").is_none() {
         let built = fs::metadata(&path).and_then(|m| m.modified()).ok();
-        // `testing` (the mock host and recorder) is never part of the module.
-        let sources = newest_mtime(&workspace_root().join("filter-wasm/src"), &["testing"]);
+        // `testing` (the mock host and recorder) and the unit tests (`tests.rs`, `tests/`)
+        // are never part of the module.
+        let sources = newest_mtime(
+            &workspace_root().join("filter-wasm/src"),
+            &["testing", "tests.rs", "tests"],
+        );
         if let (Some(built), Some(sources)) = (built, sources) {
             if sources > built {
                 return Err(format!(

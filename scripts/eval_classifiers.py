@@ -318,6 +318,21 @@ def main() -> int:
                    jailbreak_recall_at_1pct_fpr=round(recall_at_fpr(y, s, 0.01), 4),
                    jailbreak_recall=round(float(blocked[y == 1].mean()), 4),
                    jailbreak_false_blocks=round(float(blocked[y == 0].mean()), 4))
+    # What each cue's lower threshold adds: rows it blocks that the general threshold alone
+    # would pass.
+    general = jailbreak_blocked(s, {}, {"threshold": args.threshold})
+    added = []
+    for kind, name in (("override", "an instruction override"), ("harmful_request", "a harmful request")):
+        if thresholds[kind] is None:
+            continue
+        only = jailbreak_blocked(s, {kind: cues[kind][jb_rows]}, {"threshold": args.threshold, kind: thresholds[kind]})
+        only &= ~general
+        added.append(f"{name} {int(only[y == 1].sum())} jailbreaks and {int(only[y == 0].sum())} benign rows")
+        summary[f"blocked_only_by_{kind}_threshold"] = {"jailbreak": int(only[y == 1].sum()),
+                                                        "benign": int(only[y == 0].sum())}
+    if added:
+        print(f"Blocked only through a cue's lower threshold (the general one alone passes them): "
+              f"{'; '.join(added)}.\n")
 
     print("| subset | label | rows | blocked at threshold | median score | max score |\n|---|---|---:|---:|---:|---:|")
     groups = collections.defaultdict(list)

@@ -68,6 +68,8 @@ CALIB_FALSE_BLOCK_TARGET = FALSE_BLOCK_TARGET / 2
 # fiction framing (5.3) round to 1 and lower nothing. The calib split holds too few benign
 # rows with these cues to choose their thresholds on.
 CUE_ODDS_RATIOS = {"override": 10.0, "harmful_request": 100.0}
+# How the report names each cue kind.
+CUE_NAMES = {"override": "an instruction override", "harmful_request": "a harmful request"}
 
 
 def cue_threshold_for(t: float, kind: str) -> float:
@@ -203,14 +205,14 @@ def main() -> int:
                     help="print each risk-scan cue's likelihood ratio on the training split (the "
                          "source of CUE_ODDS_RATIOS; the risk scan alone, no model) and stop")
     args = ap.parse_args()
-    if args.cue_ratios:
-        return cue_ratios(args.eval_dir)
     if args.choose_threshold:
         args.split = "calib"
     for binary in (DAEMON, COMPRESSOR):
         if not os.path.exists(binary):
             sys.exit(f"{binary} missing: run `make build` and "
                      "`cargo build --release -p semroute-filter --example compress_jsonl`")
+    if args.cue_ratios:
+        return cue_ratios(args.eval_dir)
 
     if args.domain_calib and args.split != "calib":
         sys.exit("--domain-calib reports on the calib split: add --split calib")
@@ -268,10 +270,10 @@ def main() -> int:
         y = np.array([rows[i]["jailbreak"] for i in jb_rows])
         rec = float(np.mean(jailbreak_blocked(jb_score[jb_rows], select(cues, jb_rows), chosen)[y == 1]))
         sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
+        cue_text = "".join(f", with {CUE_NAMES[k]} **{chosen[k]}** (1/{CUE_ODDS_RATIOS[k]:g} of its odds)"
+                           for k in CUE_THRESHOLD_KEYS if chosen[k] is not None)
         print(f"Lowest threshold with ≤ {CALIB_FALSE_BLOCK_TARGET:.2%} false blocks on each calib benign group "
-              f"({sizes}): **{chosen['threshold']}**, override threshold (a tenth of its odds) "
-              f"**{chosen['override']}**, harmful-request threshold (a hundredth) **{chosen['harmful_request']}**; "
-              f"calib recall at them {rec:.3f}\n")
+              f"({sizes}): **{chosen['threshold']}**{cue_text}; calib recall at them {rec:.3f}\n")
         summary.update(chosen_threshold=chosen["threshold"], chosen_override_threshold=chosen["override"],
                        chosen_harmful_request_threshold=chosen["harmful_request"])
         args.threshold = chosen["threshold"]
@@ -305,9 +307,7 @@ def main() -> int:
     thresholds = {"threshold": args.threshold, "override": args.override_threshold,
                   "harmful_request": args.harmful_request_threshold}
     blocked = jailbreak_blocked(s, select(cues, jb_rows), thresholds)
-    lower = [f"{thresholds[k]} with {name}" for k, name in (("override", "an instruction override"),
-                                                            ("harmful_request", "a harmful request"))
-             if thresholds[k] is not None]
+    lower = [f"{thresholds[k]} with {CUE_NAMES[k]}" for k in CUE_THRESHOLD_KEYS if thresholds[k] is not None]
     at = f"threshold {args.threshold}" + (f" ({', '.join(lower)})" if lower else "")
     print(f"## Jailbreak: {int((y == 1).sum())} jailbreak / {int((y == 0).sum())} benign rows\n")
     print(f"AUC **{fmt(auc(y, s))}** (length only: {fmt(auc(y, length))}), recall at 1% FPR "
@@ -322,7 +322,8 @@ def main() -> int:
     # would pass.
     general = jailbreak_blocked(s, {}, {"threshold": args.threshold})
     added = []
-    for kind, name in (("override", "an instruction override"), ("harmful_request", "a harmful request")):
+    for kind in CUE_THRESHOLD_KEYS:
+        name = CUE_NAMES[kind]
         if thresholds[kind] is None:
             continue
         only = jailbreak_blocked(s, {kind: cues[kind][jb_rows]}, {"threshold": args.threshold, kind: thresholds[kind]})

@@ -19,8 +19,9 @@ with an unlimited budget. Reported per length:
 
 - domain agreement: same domain label; and the accuracy of both labels
   against the prompt's MMLU-Pro category;
-- jailbreak agreement: the same decision as the filter's (its threshold, or its
-  override threshold where the risk scan found an instruction override); and, since
+- jailbreak agreement: the same decision as the filter's (its threshold, or a cue's
+  lower threshold where the risk scan found an instruction override or a harmful
+  request); and, since
   the whole prompt's decision can come from its filler, the accuracy of both
   decisions against the planted text's label;
 - PII routing agreement: the same decision under the PII policy of

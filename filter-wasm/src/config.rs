@@ -195,8 +195,8 @@ pub struct JailbreakPolicy {
     /// Score at or above which a request counts as a jailbreak, 0..=1. The default
     /// 0.9999546 (log-odds 10) is the lowest, on a grid of 0.05 in log-odds, at which the
     /// daemon's default jailbreak score (the router encoder, `models/router`, with the
-    /// n-gram model's logit added, `models/ngrams`), with `override_threshold` at its
-    /// default, blocks at most half the 0.5% target of the ordinary requests, of the
+    /// n-gram model's logit added, `models/ngrams`), with the cue thresholds
+    /// (`override_threshold`, `harmful_request_threshold`) at their defaults, blocks at most half the 0.5% target of the ordinary requests, of the
     /// document passages and of all benign rows of its calibration split
     /// (`scripts/eval_classifiers.py --choose-threshold`).
     pub threshold: f32,

@@ -113,10 +113,15 @@ def fmt(v, pct=False):
     return f"{100 * v:.1f}%" if pct else f"{v:.3f}"
 
 
+def compress(rows: list[dict], compression: dict) -> list[dict]:
+    """The filter's compressor and risk scan on each row's text (`compress_jsonl`'s lines)."""
+    return run_jsonl([COMPRESSOR], [{"text": r["text"], "config": compression} for r in rows])
+
+
 def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], dict[str, np.ndarray]]:
     """What the filter sends for each row's text (compressed text and flagged sentences),
     and, per cue kind that lowers the threshold, whether its risk scan found it in the text."""
-    comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": compression} for r in rows])
+    comp = compress(rows, compression)
     view = [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
     return view, {kind: np.array([kind in c["risk"] for c in comp], dtype=bool) for kind in CUE_THRESHOLD_KEYS}
 
@@ -158,8 +163,7 @@ def cue_ratios(eval_dir: str) -> int:
     jailbreak and benign rows and the ratio of the two (half a row added to the benign
     count, so that a cue no benign row holds gets a finite ratio)."""
     rows = [r for r in data.all_rows(eval_dir) if r["split"] == "train" and r["task"] == "jailbreak"]
-    comp = run_jsonl([COMPRESSOR], [{"text": r["text"], "config": dict(FILTER_CONFIG.get("compression", {}))}
-                                    for r in rows])
+    comp = compress(rows, dict(FILTER_CONFIG.get("compression", {})))
     n = {label: sum(r["jailbreak"] == label for r in rows) for label in (0, 1)}
     found = {}
     for r, c in zip(rows, comp):

@@ -130,6 +130,8 @@ def _f32(x):
     if hasattr(x, "astype"):
         return x.astype("float32")
     return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
 PII_ALLOW = set(FILTER_CONFIG["pii"]["allow"])
 PII_MIN_SCORE = FILTER_CONFIG["pii"]["min_score"]
 COMPRESSION = FILTER_CONFIG.get("compression", {})

@@ -196,8 +196,9 @@ pub struct JailbreakPolicy {
     /// 0.9999546 (log-odds 10) is the lowest, on a grid of 0.05 in log-odds, at which the
     /// daemon's default jailbreak score (the router encoder, `models/router`, with the
     /// n-gram model's logit added, `models/ngrams`), with the cue thresholds
-    /// (`override_threshold`, `harmful_request_threshold`) at their defaults, blocks at most half the 0.5% target of the ordinary requests, of the
-    /// document passages and of all benign rows of its calibration split
+    /// (`override_threshold`, `harmful_request_threshold`) at their defaults, blocks at
+    /// most half the 0.5% target of the ordinary requests, of the document passages and of
+    /// all benign rows of its calibration split
     /// (`scripts/eval_classifiers.py --choose-threshold`).
     pub threshold: f32,
     /// The threshold for a request in which the filter's risk scan found an instruction
@@ -239,14 +240,18 @@ impl Default for JailbreakPolicy {
 }
 
 impl JailbreakPolicy {
-    /// The score at or above which a request counts as a jailbreak: the lowest of
-    /// `threshold`, `override_threshold` where the risk scan found an instruction override,
-    /// and `harmful_request_threshold` where it found a harmful request.
-    pub fn threshold_for(&self, instruction_override: bool, harmful_request: bool) -> f32 {
-        let cue = |on: bool, t: Option<f32>| t.filter(|_| on).unwrap_or(f32::INFINITY);
-        self.threshold
-            .min(cue(instruction_override, self.override_threshold))
-            .min(cue(harmful_request, self.harmful_request_threshold))
+    /// The score at or above which a request in which the risk scan found `risk` counts as
+    /// a jailbreak: the lowest of `threshold` and the threshold of each cue it found
+    /// (`override_threshold` for [`RiskFlags::OVERRIDE`], `harmful_request_threshold` for
+    /// [`RiskFlags::HARMFUL_REQUEST`]).
+    pub fn threshold_for(&self, risk: RiskFlags) -> f32 {
+        [
+            (RiskFlags::OVERRIDE, self.override_threshold),
+            (RiskFlags::HARMFUL_REQUEST, self.harmful_request_threshold),
+        ]
+        .into_iter()
+        .filter_map(|(cue, t)| t.filter(|_| risk.contains(cue)))
+        .fold(self.threshold, f32::min)
     }
 }
 

@@ -173,12 +173,8 @@ pub struct HttpFilter {
     /// The risk scan flagged a jailbreak cue in the text or the scan text
     /// ([`RequestFacts::jailbreak_cue`]).
     jailbreak_cue: bool,
-    /// The risk scan found an instruction override in the text or the scan text
-    /// ([`RequestFacts::instruction_override`]).
-    instruction_override: bool,
-    /// The risk scan found a harmful request in the text or the scan text
-    /// ([`RequestFacts::harmful_request`]).
-    harmful_request: bool,
+    /// What the risk scan found in the text and the scan text ([`RequestFacts::risk`]).
+    risk: RiskFlags,
     /// Entity types the risk scan found with a validated pattern
     /// ([`RequestFacts::pattern_pii`]).
     pattern_pii: Vec<&'static str>,
@@ -266,8 +262,7 @@ impl HttpFilter {
             compress_us: 0,
             daemon_us: None,
             jailbreak_cue: false,
-            instruction_override: false,
-            harmful_request: false,
+            risk: RiskFlags::empty(),
             pattern_pii: Vec::new(),
             daemon_timings: None,
             cpu_us: 0,
@@ -555,8 +550,7 @@ impl HttpFilter {
             requested_model: requested.as_deref(),
             auto,
             jailbreak_cue: false,
-            instruction_override: false,
-            harmful_request: false,
+            risk: RiskFlags::empty(),
             pattern_pii: &[],
         };
         let signals = policy::signals_needed(&self.config, auto);
@@ -600,10 +594,8 @@ impl HttpFilter {
             .union(scan.as_ref().map_or(RiskFlags::empty(), |c| c.risk));
         self.jailbreak_cue = risk.intersects(SCORED_ALONE);
         facts.jailbreak_cue = self.jailbreak_cue;
-        self.instruction_override = risk.contains(RiskFlags::OVERRIDE);
-        facts.instruction_override = self.instruction_override;
-        self.harmful_request = risk.contains(RiskFlags::HARMFUL_REQUEST);
-        facts.harmful_request = self.harmful_request;
+        self.risk = risk;
+        facts.risk = risk;
         let pattern_pii = pattern_types(risk);
         self.pattern_pii = pattern_pii.clone();
         facts.pattern_pii = &pattern_pii;
@@ -703,8 +695,7 @@ impl HttpFilter {
             requested_model: requested.as_deref(),
             auto,
             jailbreak_cue: self.jailbreak_cue,
-            instruction_override: self.instruction_override,
-            harmful_request: self.harmful_request,
+            risk: self.risk,
             pattern_pii: &self.pattern_pii,
         };
         let verdict = if status_code != 0 {

@@ -14,6 +14,7 @@ use semroute_proto::v1::{ClassifyResponse, JailbreakResult};
 use crate::config::{Conditions, FailureMode, FilterConfig, JailbreakAction, PiiAction};
 use crate::error_response::ErrorResponse;
 use crate::request_edits::RequestEdits;
+use crate::risk::RiskFlags;
 
 /// Why the daemon's answer could not be used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,12 +64,10 @@ pub struct RequestFacts<'a> {
     /// kind in [`crate::compression::SCORED_ALONE`]); see
     /// [`crate::config::JailbreakPolicy::fail_closed_on_cue`].
     pub jailbreak_cue: bool,
-    /// The risk scan found an instruction override in the text or the scan text (see
-    /// [`crate::config::JailbreakPolicy::override_threshold`]).
-    pub instruction_override: bool,
-    /// The risk scan found a plainly harmful request in the text or the scan text (see
-    /// [`crate::config::JailbreakPolicy::harmful_request_threshold`]).
-    pub harmful_request: bool,
+    /// The kinds the risk scan found in the text and the scan text; an instruction override
+    /// or a harmful request lowers the jailbreak threshold
+    /// ([`crate::config::JailbreakPolicy::threshold_for`]).
+    pub risk: RiskFlags,
     /// Entity types of the values the filter's risk scan found with a validated pattern
     /// (`EMAIL_ADDRESS`, `PHONE_NUMBER`, `CREDIT_CARD`, `IBAN_CODE`, `US_SSN`,
     /// `IP_ADDRESS`); see [`crate::config::PiiPolicy::fail_closed_on_pattern`].
@@ -286,9 +285,7 @@ fn readings(j: &JailbreakResult) -> String {
 pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyResponse) -> Verdict {
     let mut jailbreak_mark = None;
     if config.jailbreak.enabled {
-        let threshold = config
-            .jailbreak
-            .threshold_for(facts.instruction_override, facts.harmful_request);
+        let threshold = config.jailbreak.threshold_for(facts.risk);
         if let Some(j) = &reply.jailbreak {
             if j.score >= threshold {
                 match config.jailbreak.action {
@@ -442,8 +439,7 @@ mod tests {
         requested_model: Some("auto"),
         auto: true,
         jailbreak_cue: false,
-        instruction_override: false,
-        harmful_request: false,
+        risk: RiskFlags::empty(),
         pattern_pii: &[],
     };
 
@@ -475,8 +471,7 @@ mod tests {
             requested_model: Some("gpt-x"),
             auto: false,
             jailbreak_cue: false,
-            instruction_override: false,
-            harmful_request: false,
+            risk: RiskFlags::empty(),
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
@@ -512,7 +507,7 @@ mod tests {
     #[test]
     fn an_instruction_override_lowers_the_threshold() {
         let over = RequestFacts {
-            instruction_override: true,
+            risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
         // Between the two defaults (0.9995462 and 0.9999546).
@@ -535,12 +530,12 @@ mod tests {
     #[test]
     fn a_harmful_request_lowers_the_threshold_further() {
         let harmful = RequestFacts {
-            harmful_request: true,
+            risk: RiskFlags::HARMFUL_REQUEST,
             ..AUTO
         };
         let both = RequestFacts {
-            instruction_override: true,
-            ..harmful
+            risk: RiskFlags::OVERRIDE | RiskFlags::HARMFUL_REQUEST,
+            ..AUTO
         };
         // Between the harmful-request default (0.9954803) and the override one (0.9995462).
         let c = config("");
@@ -556,7 +551,7 @@ mod tests {
             &reply("math", 0.9, 0.99, &[])
         )));
         let over = RequestFacts {
-            instruction_override: true,
+            risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
         assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.999, &[]))));
@@ -591,8 +586,7 @@ mod tests {
             requested_model: Some("gpt-x"),
             auto: false,
             jailbreak_cue: false,
-            instruction_override: false,
-            harmful_request: false,
+            risk: RiskFlags::empty(),
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));

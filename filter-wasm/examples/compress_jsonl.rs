@@ -11,6 +11,7 @@
 
 use std::io::{BufRead, Write};
 
+use semroute_filter::classify_request::compact_text;
 use semroute_filter::compression::{CompressionConfig, PromptBuilder};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,8 +37,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder.push_str(text);
         builder.end_segment();
         let c = builder.finish(&[]);
+        // Compacted as the filter's `Classify` request carries it.
+        let (sent, flagged) = compact_text(&c.text, &c.flagged_sentences);
         let result = serde_json::json!({
-            "text": c.text,
+            "text": sent,
             "original_tokens": c.original_tokens,
             "kept_tokens": c.kept_tokens,
             "compressed": c.compressed,
@@ -45,7 +48,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "sentences": c.sentences,
             "kept_sentences": c.kept_sentences,
             "risk_flagged_sentences": c.risk_flagged_sentences,
-            "flagged_sentences": c.flagged_sentences.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
+            "flagged_sentences": flagged.iter().map(|r| [r.start, r.end]).collect::<Vec<_>>(),
             "overflow": c.overflow,
             "risk": c.risk.names().collect::<Vec<_>>(),
         });

@@ -9,6 +9,7 @@ use semroute_proto::signal;
 use semroute_proto::v1::{ClassifyRequest, Reduction, TextSpan};
 
 use crate::compression::{push_pattern_sentence, Compressed};
+use crate::text::compact::compact_all;
 
 /// The parts of one `Classify` request.
 #[derive(Debug)]
@@ -37,7 +38,8 @@ pub struct ClassifyParts {
 /// signal, or no text).
 ///
 /// With no user turn (an empty prompt), the domain signal is dropped and the scan text
-/// takes the prompt's place. The pattern text (the prompt's, then the scan text's, whole
+/// takes the prompt's place. Both texts are compacted ([`compact_all`]: runs of characters
+/// the encoder drops and over-long words cut), their spans mapped to match. The pattern text (the prompt's, then the scan text's, whole
 /// sentences within `semroute_proto::MAX_PATTERN_TEXT_BYTES`) is sent only with the PII
 /// signal.
 pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
@@ -75,12 +77,18 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
         pii.clear();
         scan_pii.clear();
     }
+    // What the encoder never reads cut, so that the size follows the tokens (see
+    // `text::compact`); the spans follow.
+    let [text, scan_text] = compact_all([text.as_str(), scan_text.as_str()]);
+    let (flagged, pii) = (text.map_ranges(&flagged), text.map_ranges(&pii));
+    let scan_flagged = scan_text.map_ranges(&scan_flagged);
+    let scan_pii = scan_text.map_ranges(&scan_pii);
     Some(ClassifyRequest {
         request_id,
-        text: text.into_bytes(),
+        text: text.text.into_bytes(),
         signals,
         reduction: Some(reduction),
-        scan_text: scan_text.into_bytes(),
+        scan_text: scan_text.text.into_bytes(),
         flagged_sentences: text_spans(&flagged),
         scan_flagged_sentences: text_spans(&scan_flagged),
         pattern_text: pattern_text.into_bytes(),
@@ -88,6 +96,14 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
         pii_sentences: text_spans(&pii),
         scan_pii_sentences: text_spans(&scan_pii),
     })
+}
+
+/// `text` with its sentence `spans` as a request carries them when it has no other text
+/// ([`compact_all`] of `text` alone): for tools that show what the filter sends.
+pub fn compact_text(text: &str, spans: &[Range<usize>]) -> (String, Vec<Range<usize>>) {
+    let [c] = compact_all([text]);
+    let spans = c.map_ranges(spans);
+    (c.text, spans)
 }
 
 /// The `Classify` request's account of a compression: original and kept tokens, original

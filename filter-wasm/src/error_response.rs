@@ -60,6 +60,18 @@ impl ErrorResponse {
         }
     }
 
+    /// 413: the daemon refused the text to classify as larger than it takes (gRPC
+    /// OUT_OF_RANGE). The text is the client's, so forwarding it unclassified under the
+    /// failure mode would let a client skip the policies at will by padding its prompt.
+    pub fn prompt_too_large() -> Self {
+        ErrorResponse {
+            status: 413,
+            message: "the prompt's text is larger than the semantic router can classify".into(),
+            error_type: "invalid_request_error",
+            code: "prompt_too_large",
+        }
+    }
+
     /// 503: the classifier is unavailable and the router fails closed.
     pub fn unavailable(reason: &str) -> Self {
         ErrorResponse {

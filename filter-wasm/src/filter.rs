@@ -698,7 +698,10 @@ impl HttpFilter {
             risk: self.risk,
             pattern_pii: &self.pattern_pii,
         };
-        let verdict = if status_code != 0 {
+        let verdict = if status_code == policy::GRPC_OUT_OF_RANGE {
+            log::warn!("semroute: Classify refused the text as too large");
+            policy::too_large_to_classify()
+        } else if status_code != 0 {
             // Envoy reports its own call timeout as UNAVAILABLE (the 504 of
             // its router maps to gRPC 14), naming it in the status message: a
             // failure so named, or at the deadline, is a timeout whatever the

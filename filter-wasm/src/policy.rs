@@ -133,6 +133,22 @@ pub fn signals_needed(config: &FilterConfig, auto: bool) -> Vec<String> {
     s
 }
 
+/// gRPC OUT_OF_RANGE: the daemon refuses the request as larger than it takes
+/// (`limits.max_text_bytes`, or its gRPC message limit).
+pub const GRPC_OUT_OF_RANGE: u32 = 11;
+
+/// Verdict when the daemon refused the text as too large ([`GRPC_OUT_OF_RANGE`]): a 413,
+/// whatever the failure mode. The size is the client's doing, not an outage of the
+/// daemon; the filter's compaction of the text it sends (`classify_request`) keeps any
+/// prompt the body limit admits under the daemon's default limit, so only a daemon
+/// configured with a lower one sees this.
+pub fn too_large_to_classify() -> Verdict {
+    Verdict::Reject {
+        error: ErrorResponse::prompt_too_large(),
+        decision: "prompt-too-large",
+    }
+}
+
 /// Verdict without a classification: no text to classify, nothing to ask, or
 /// (with `fallback`) the daemon failed and the failure mode decides.
 pub fn without_classification(

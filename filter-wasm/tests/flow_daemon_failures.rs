@@ -52,6 +52,24 @@ fn daemon_failures_fail_open_or_closed() {
 }
 
 #[test]
+fn text_too_large_for_the_daemon_is_a_413_under_either_failure_mode() {
+    // gRPC OUT_OF_RANGE: the daemon refused the text as larger than it takes. Forwarding
+    // it under the failure mode would let a padded prompt skip every policy.
+    for config in ["", r#"{"failure_mode": "closed"}"#] {
+        let mut f = filter(config);
+        let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+        f.on_request_headers(&mut h, false);
+        send_body(&mut f, &mut h, MATH.as_bytes(), 1000);
+        f.on_grpc_response(&mut h, 1, 11, 0);
+        assert_eq!(h.sent_status(), Some(413), "{config}");
+        assert_eq!(h.sent_json()["error"]["code"], "prompt_too_large");
+        assert_eq!(h.sent_json()["error"]["type"], "invalid_request_error");
+        assert_eq!(h.resumed, 0);
+        assert_eq!(h.header("x-semroute-model"), None);
+    }
+}
+
+#[test]
 fn stale_grpc_tokens_are_ignored() {
     let mut f = filter("");
     let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);

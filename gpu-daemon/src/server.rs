@@ -44,14 +44,16 @@ impl ClassifierService {
 
 /// Validates a request and turns it into engine input.
 ///
-/// Errors (all INVALID_ARGUMENT): empty text, text, scan_text or pattern_text not UTF-8,
-/// more than `max_text_bytes` bytes of text and scan text in total, a pattern_text over
+/// Errors: OUT_OF_RANGE for more than `max_text_bytes` bytes of text and scan text in
+/// total (as tonic answers a message over its size limit: the caller's text is too large,
+/// which the filter answers with 413 instead of its failure mode); INVALID_ARGUMENT for
+/// empty text, text, scan_text or pattern_text not UTF-8, a pattern_text over
 /// [`MAX_PATTERN_TEXT_BYTES`], unknown signal names, a flagged-sentence span that is not a
 /// range of character boundaries of its text.
 pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyInput, Status> {
     let total = req.text.len() + req.scan_text.len();
     if total > max_text_bytes {
-        return Err(Status::invalid_argument(format!(
+        return Err(Status::out_of_range(format!(
             "text is {total} bytes, above the limit of {max_text_bytes} bytes"
         )));
     }

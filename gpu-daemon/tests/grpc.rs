@@ -358,13 +358,25 @@ async fn bad_input_gets_invalid_argument_and_daemon_keeps_serving() {
         call(b"   ".to_vec(), vec![]),
         call(vec![0xff, 0xfe, b'a'], vec![]),
         call(b"hello".to_vec(), vec!["colour".into()]),
-        call(vec![b'a'; 2 << 20], vec![]),
         with_patterns(vec![0xff]),
         with_patterns(vec![b'a'; semroute_proto::MAX_PATTERN_TEXT_BYTES + 1]),
     ] {
         let err = client.classify(req).await.expect_err("must be rejected");
         assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
         assert!(!err.message().is_empty());
+    }
+    // Text over `limits.max_text_bytes` (1 MiB by default), in the text or the scan text:
+    // OUT_OF_RANGE, the code the filter answers with 413 rather than its failure mode.
+    for req in [
+        call(vec![b'a'; 2 << 20], vec![]),
+        ClassifyRequest {
+            scan_text: vec![b'a'; 2 << 20],
+            ..call(b"hello".to_vec(), vec![])
+        },
+    ] {
+        let err = client.classify(req).await.expect_err("must be rejected");
+        assert_eq!(err.code(), tonic::Code::OutOfRange, "{err:?}");
+        assert!(err.message().contains("limit"), "{err:?}");
     }
     // The pattern text is scanned by the validated patterns, its spans marked as such.
     let r = client

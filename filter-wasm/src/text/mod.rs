@@ -1,7 +1,8 @@
 //! The shared text layer of the filter, below the risk scan and compression: character
 //! classes and the character reader (`chars`), one hash (`hash`), the encoder-token
-//! estimate (`tokens`), the scoring terms (`terms`), the word lexicon (`lexicon`) and
-//! sentence segmentation (`segment`).
+//! estimate (`tokens`), the scoring terms (`terms`), the word lexicon (`lexicon`),
+//! sentence segmentation (`segment`) and the compaction of the text sent to the daemon
+//! (`compact`).
 
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::OnceLock;
@@ -10,6 +11,7 @@ pub mod lexicon;
 pub mod segment;
 
 mod chars;
+pub(crate) mod compact;
 mod hash;
 mod terms;
 mod tokens;

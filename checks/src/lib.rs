@@ -9,6 +9,9 @@
 //!   or 900-999; group not 00; serial not 0000).
 //! - [`phone_cue_before`], [`phone_cue_after`], [`card_cue_before`]: the words that make a
 //!   looser digit run a phone or card number ("Fax: 9498777106", "card 501864667909").
+//! - [`ascii_form`]: the characters both read as ASCII before the patterns run (fullwidth
+//!   forms, other scripts' decimal digits, tag characters), so that `４１１１ …` or
+//!   `٤١١١ …` is the same card to both.
 
 #![no_std]
 
@@ -50,6 +53,32 @@ pub fn iban_valid(chars: &[u8]) -> bool {
         };
     }
     rem == 1
+}
+
+/// The zero of each block of ten decimal digits (Unicode category Nd) that the patterns
+/// read as ASCII digits: fullwidth, Arabic-Indic, Extended Arabic-Indic, Devanagari,
+/// Bengali, Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Thai, Lao,
+/// Tibetan, Myanmar, Khmer, Mongolian, and the five mathematical digit styles.
+const DIGIT_ZEROS: [u32; 23] = [
+    0xFF10, 0x0660, 0x06F0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6, 0x0D66,
+    0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x17E0, 0x1810, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6,
+];
+
+/// The ASCII form of `c` for the personal-data patterns: a fullwidth form (U+FF01..=U+FF5E)
+/// or the ideographic space as ASCII, a decimal digit of another script ([`DIGIT_ZEROS`])
+/// as its ASCII digit, a tag character (U+E0020..=U+E007E) as the ASCII it encodes; `None`
+/// for every other character.
+pub fn ascii_form(c: char) -> Option<char> {
+    let u = c as u32;
+    match u {
+        0x3000 => Some(' '),
+        0xE0020..=0xE007E => char::from_u32(u - 0xE0000),
+        0xFF01..=0xFF5E => char::from_u32(u - 0xFEE0),
+        _ => DIGIT_ZEROS
+            .iter()
+            .find(|&&zero| (zero..zero + 10).contains(&u))
+            .and_then(|&zero| char::from_digit(u - zero, 10)),
+    }
 }
 
 /// Whether an SSN's area (3 digits), group (2) and serial (4), as numbers, follow the SSA's
@@ -200,5 +229,24 @@ mod tests {
         assert!(card_cue_before(b"for this card: "));
         assert!(card_cue_before(b"amount for cc "));
         assert!(!card_cue_before(b"order number "));
+    }
+
+    #[test]
+    fn ascii_forms() {
+        for (c, a) in [
+            ('\u{ff14}', '4'),
+            ('\u{ff20}', '@'),
+            ('\u{664}', '4'),
+            ('\u{6f9}', '9'),
+            ('\u{96a}', '4'),
+            ('\u{1d7d2}', '4'),
+            ('\u{3000}', ' '),
+            ('\u{e0041}', 'A'),
+        ] {
+            assert_eq!(ascii_form(c), Some(a), "{c:?}");
+        }
+        for c in ['4', 'a', '\u{e9}', '\u{200b}', '\u{e007f}', '\u{663f}'] {
+            assert_eq!(ascii_form(c), None, "{c:?}");
+        }
     }
 }

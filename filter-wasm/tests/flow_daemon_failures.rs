@@ -70,6 +70,30 @@ fn text_too_large_for_the_daemon_is_a_413_under_either_failure_mode() {
 }
 
 #[test]
+fn a_card_in_other_digits_fails_closed_without_the_daemon() {
+    // The filter's own scan reads the digits the daemon's patterns read: fullwidth, those
+    // of other scripts, groups joined by invisible characters. Without the daemon such a
+    // card cannot be masked, so it must not go upstream.
+    let cfg = r#"{"pii": {"allow": ["PERSON"], "mask": ["CREDIT_CARD"]}}"#;
+    for card in [
+        "\u{664}\u{661}\u{661}\u{661} \u{661}\u{661}\u{661}\u{661} \u{661}\u{661}\u{661}\u{661} \u{661}\u{661}\u{661}\u{661}",
+        "\u{ff14}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}\u{ff11}",
+        "4111\u{0}1111\u{0}1111\u{0}1111",
+    ] {
+        let text = format!("My card is {card}, charge it.");
+        let body = serde_json::json!({"model": "auto", "messages": [{"role": "user", "content": text}]});
+        let mut f = filter(cfg);
+        let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);
+        f.on_request_headers(&mut h, false);
+        send_body(&mut f, &mut h, body.to_string().as_bytes(), 1000);
+        f.on_grpc_response(&mut h, 1, 14, 0);
+        assert_eq!(h.sent_status(), Some(503), "{text:?}");
+        assert_eq!(h.sent_json()["error"]["code"], "router_unavailable");
+        assert_eq!(h.resumed, 0);
+    }
+}
+
+#[test]
 fn stale_grpc_tokens_are_ignored() {
     let mut f = filter("");
     let mut h = MockHost::new("POST", "/v1/chat/completions", &[]);

@@ -18,6 +18,7 @@
 //! digits of other scripts (`４１１１`, `٤١١١`, `𝟒𝟏𝟏𝟏`) and tag characters as ASCII, and a
 //! map from its byte offsets back to the text's.
 
+use semroute_checks::ascii_form;
 use unicode_normalization::UnicodeNormalization;
 
 /// Filler byte after a folded character: a control character the tokenizers drop.
@@ -190,31 +191,6 @@ pub fn latin_reading(text: &str) -> Option<String> {
     }
     flush(&mut word, &mut out);
     (changed || tagged).then_some(out)
-}
-
-/// First code point of each run of ten decimal digits (Unicode category Nd) folded by
-/// [`ascii_forms`]: fullwidth, Arabic-Indic, Extended Arabic-Indic, Devanagari, Bengali,
-/// Gurmukhi, Gujarati, Oriya, Tamil, Telugu, Kannada, Malayalam, Thai, Lao, Tibetan,
-/// Myanmar, Khmer, Mongolian, and the five mathematical digit styles.
-const DIGIT_ZEROS: [u32; 23] = [
-    0xFF10, 0x0660, 0x06F0, 0x0966, 0x09E6, 0x0A66, 0x0AE6, 0x0B66, 0x0BE6, 0x0C66, 0x0CE6, 0x0D66,
-    0x0E50, 0x0ED0, 0x0F20, 0x1040, 0x17E0, 0x1810, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6,
-];
-
-/// The ASCII form of `c` for the PII patterns: a fullwidth form (U+FF01..=U+FF5E) or the
-/// ideographic space as ASCII, a decimal digit of another script as its ASCII digit, a
-/// tag character as the ASCII it encodes.
-fn ascii_form(c: char) -> Option<char> {
-    let u = c as u32;
-    match u {
-        0x3000 => Some(' '),
-        0xE0020..=0xE007E => tag_ascii(c),
-        0xFF01..=0xFF5E => char::from_u32(u - 0xFEE0),
-        _ => DIGIT_ZEROS
-            .iter()
-            .find(|&&zero| (zero..zero + 10).contains(&u))
-            .and_then(|&zero| char::from_digit(u - zero, 10)),
-    }
 }
 
 /// `text` with the characters of [`ascii_form`] replaced, and for each byte offset of the

@@ -160,6 +160,9 @@ impl ByteSummary {
     /// A byte that can start an escape sequence: `\`, `%` or `&`.
     pub(super) const ESCAPE: u8 = 1 << 4;
     pub(super) const B64: u8 = 1 << 5;
+    /// A byte of a non-ASCII character, or an ASCII control other than whitespace: the
+    /// text may hold what the patterns read only in [`pattern_view`](super::pattern_view).
+    pub(super) const UNUSUAL: u8 = 1 << 6;
 
     /// The classes of every byte value.
     #[allow(clippy::indexing_slicing)] // `i < 256`, the tables' length; `get_mut` is not const.
@@ -180,6 +183,12 @@ impl ByteSummary {
             }
             if B64_ALPHABET[i] {
                 t[i] |= Self::B64;
+            }
+            if x >= 0x80
+                || x == 0x7F
+                || (x < 0x20 && !matches!(x, b'\t' | b'\n' | b'\r' | 0x0B | 0x0C))
+            {
+                t[i] |= Self::UNUSUAL;
             }
             i += 1;
         }
@@ -247,12 +256,13 @@ impl CharSink for ByteScan {
     fn space(&mut self) {
         self.byte(b' ');
     }
-    /// A character outside ASCII is bytes of no class.
+    /// A character outside ASCII is bytes of [`ByteSummary::UNUSUAL`] alone.
     #[inline]
     fn char(&mut self, c: char) {
         if c.is_ascii() {
             self.byte(c as u8);
         } else {
+            self.classes |= ByteSummary::UNUSUAL;
             self.run = 0;
         }
     }

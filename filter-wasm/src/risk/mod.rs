@@ -193,8 +193,41 @@ pub fn scan_injection(text: &str) -> RiskFlags {
 }
 
 /// Personal data with a fixed shape: dates of birth, e-mail addresses, card, SSN and
-/// phone numbers, IBANs and IP addresses.
+/// phone numbers, IBANs and IP addresses; in the text as written and, where it differs, in
+/// its [`pattern_view`].
 fn scan_patterns(text: &str, lead: &[u8], bytes: ByteSummary) -> RiskFlags {
+    let f = scan_ascii_patterns(text, lead, bytes);
+    match bytes
+        .has(ByteSummary::UNUSUAL)
+        .then(|| pattern_view(text))
+        .flatten()
+    {
+        Some(view) => f | scan_ascii_patterns(&view, lead, ByteSummary::of(view.as_bytes())),
+        None => f,
+    }
+}
+
+/// `text` as the daemon's patterns read it, or `None` where that is the text itself: its
+/// fullwidth forms, other scripts' decimal digits and tag characters as ASCII
+/// ([`semroute_checks::ascii_form`]), and the characters the tokenizer drops (controls,
+/// format characters such as zero-width spaces, combining marks) as spaces. So that a card
+/// written `４１１１ …`, `٤١١١ …` or with NULs between its groups is found by the filter too,
+/// where the policy must act on it without the daemon (`pii.fail_closed_on_pattern`).
+fn pattern_view(text: &str) -> Option<String> {
+    use crate::text::{classify, CharClass};
+    let fold = |c: char| match semroute_checks::ascii_form(c) {
+        Some(a) => Some(a),
+        None if classify(c) == CharClass::Zero => Some(' '),
+        None => None,
+    };
+    if !text.chars().any(|c| fold(c).is_some()) {
+        return None;
+    }
+    Some(text.chars().map(|c| fold(c).unwrap_or(c)).collect())
+}
+
+/// [`scan_patterns`] over the text's bytes as they are.
+fn scan_ascii_patterns(text: &str, lead: &[u8], bytes: ByteSummary) -> RiskFlags {
     let b = text.as_bytes();
     let has_digit = bytes.has(ByteSummary::DIGIT);
     let has_at = bytes.has(ByteSummary::AT);

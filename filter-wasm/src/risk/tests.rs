@@ -137,6 +137,17 @@ fn cards_and_ssn() {
     assert!(!has("pi 3.14159265358979 ok", RiskFlags::CARD));
     assert!(!has("ip 192.168.100.200 ok", RiskFlags::CARD));
     assert!(scan("id_4111_1111 and 555_123_4567").is_empty());
+    // Read as the daemon's patterns read them: fullwidth and other scripts' digits,
+    // invisible characters between the groups.
+    for text in [
+        "card \u{ff14}\u{ff11}\u{ff11}\u{ff11} \u{ff11}\u{ff11}\u{ff11}\u{ff11} \u{ff11}\u{ff11}\u{ff11}\u{ff11} \u{ff11}\u{ff11}\u{ff11}\u{ff11}",
+        "My card is \u{664}\u{661}\u{661}\u{661} \u{661}\u{661}\u{661}\u{661} \u{661}\u{661}\u{661}\u{661} \u{661}\u{661}\u{661}\u{661}",
+        "card 4111\u{0}1111\u{0}1111\u{0}1111",
+        "card 4111\u{200b}1111\u{200b}1111\u{200b}1111",
+    ] {
+        assert!(has(text, RiskFlags::CARD), "{text:?}");
+    }
+    assert!(!has("card \u{ff14}\u{ff11}\u{ff11}\u{ff11} \u{ff11}\u{ff11}\u{ff11}\u{ff11} \u{ff11}\u{ff11}\u{ff11}\u{ff11} \u{ff11}\u{ff11}\u{ff11}\u{ff12}", RiskFlags::CARD), "Luhn fails");
     assert!(has("SSN 123-45-6789.", RiskFlags::SSN));
     assert!(!has("SSN 666-45-6789", RiskFlags::SSN));
     assert!(!has("SSN 123-00-6789", RiskFlags::SSN));

@@ -106,13 +106,14 @@ pub fn model_only<H: Host>(
 
 /// Rewrites the whole body: `model` (when given) spliced in, the decision's request
 /// `edits` made, and every value of `mask` replaced by its placeholder (except inside the
-/// `model` string and inside a client value the edits replace); `content-length` fixed.
-/// Returns the values replaced per entity type.
+/// `model` string and inside a client value the edits replace; placeholders the body
+/// already holds as text renumbered first, [`MaskTable::avoid_placeholders_in`]);
+/// `content-length` fixed. Returns the values replaced per entity type.
 pub fn whole_body<H: Host>(
     host: &mut H,
     body: &BodyState,
     model: Option<&str>,
-    mask: &MaskTable,
+    mask: &mut MaskTable,
     edits: &RequestEdits,
 ) -> Result<Vec<(String, u32)>, RewriteError> {
     let bytes = host
@@ -121,6 +122,8 @@ pub fn whole_body<H: Host>(
     if bytes.len() != body.scanned {
         return Err(RewriteError::Read);
     }
+    mask.avoid_placeholders_in(&bytes)
+        .ok_or(RewriteError::Span)?;
     let model_span = body.model_span()?;
     let keep = model_span.as_ref().map(|(r, _)| r.start + 1..r.end - 1);
     let mut masked = mask.edits(&bytes, keep).ok_or(RewriteError::Span)?;

@@ -897,8 +897,9 @@ impl HttpFilter {
         model: Option<&str>,
         request_edits: &RequestEdits,
     ) -> Result<u32, RewriteError> {
+        let state = self.body_state();
         let per_kind =
-            body_rewrite::whole_body(host, &self.body_state(), model, &self.mask, request_edits)?;
+            body_rewrite::whole_body(host, &state, model, &mut self.mask, request_edits)?;
         for (kind, n) in &per_kind {
             host.increment_counter(&format!("{MASKED_COUNTER_PREFIX}{kind}"), u64::from(*n));
         }

@@ -20,7 +20,7 @@ use std::ops::Range;
 
 use semroute_proto::v1::PiiEntity;
 
-use crate::json_strings::{decode, object_keys, string_values};
+use crate::json_strings::{decode, decode_text, object_keys, string_values};
 
 /// Values shorter than this (bytes, after trimming) are not masked: one or two
 /// characters would match all over ordinary text.
@@ -125,6 +125,42 @@ impl MaskTable {
         }
         entries.sort_by_key(|e| std::cmp::Reverse(e.value.len()));
         MaskTable { entries }
+    }
+
+    /// Renumbers each placeholder that a string of `body` (a complete JSON text: values and
+    /// object keys, escapes decoded) already holds as text, to the next number of its type
+    /// that neither a string nor another entry holds: a client's own `<EMAIL_ADDRESS_1>`
+    /// (a template variable, a quoted earlier answer) stays its own, and the restore does
+    /// not turn it into the value. `None` when the body's strings cannot be read.
+    pub fn avoid_placeholders_in(&mut self, body: &[u8]) -> Option<()> {
+        if self.is_empty() {
+            return Some(());
+        }
+        let values = string_values(body)?.into_iter().map(|v| v.value);
+        let mut strings = Vec::new();
+        for range in values.chain(object_keys(body)?) {
+            let raw = body.get(range)?;
+            if raw.contains(&b'<') || raw.contains(&b'\\') {
+                strings.push(decode_text(raw)?);
+            }
+        }
+        let held = |p: &str| strings.iter().any(|s| s.contains(p));
+        for i in 0..self.entries.len() {
+            let Some(entry) = self.entries.get(i) else {
+                break;
+            };
+            if !held(&entry.placeholder) {
+                continue;
+            }
+            let kind = entry.kind.clone();
+            let free = (1u32..)
+                .map(|n| format!("<{kind}_{n}>"))
+                .find(|p| !held(p) && !self.entries.iter().any(|e| &e.placeholder == p));
+            if let (Some(p), Some(entry)) = (free, self.entries.get_mut(i)) {
+                entry.placeholder = p;
+            }
+        }
+        Some(())
     }
 
     /// True when there is nothing to mask.

@@ -241,6 +241,48 @@ fn a_json_answer_is_restored() {
 }
 
 #[test]
+fn a_placeholder_the_client_wrote_keeps_its_meaning() {
+    // The client's own text holds `<EMAIL_ADDRESS_1>` (a template variable, written once
+    // as it is and once with JSON escapes): the real address gets the next free number, and
+    // the answer's literal placeholder is not turned into the address.
+    let mut f = filter(MASK);
+    let user = "Keep <EMAIL_ADDRESS_1> literal in the template; my address is jane@corp.example.";
+    let body = chat(user).replace(
+        "Reply to jane@corp.example if needed.",
+        "Fill \\u003cEMAIL_ADDRESS_2\\u003e too.",
+    );
+    let mut h = masked(&mut f, &body, 64, &[("EMAIL_ADDRESS", "jane@corp.example")]);
+    let sent: Value = h.body_json();
+    let text = sent["messages"][1]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        text,
+        "Keep <EMAIL_ADDRESS_1> literal in the template; my address is <EMAIL_ADDRESS_3>."
+    );
+    assert_eq!(
+        sent["messages"][2]["tool_calls"][0]["function"]["arguments"],
+        "{\"to\":\"<EMAIL_ADDRESS_3>\"}"
+    );
+    assert_eq!(
+        sent["messages"][0]["content"],
+        "Fill <EMAIL_ADDRESS_2> too."
+    );
+    let answer = json!({"choices": [{"message": {"content": "Wrote <EMAIL_ADDRESS_1>, <EMAIL_ADDRESS_2> for <EMAIL_ADDRESS_3>."}}]})
+        .to_string();
+    answer_headers(&mut h, "application/json", answer.len());
+    f.on_response_headers(&mut h);
+    h.response_body = answer.as_bytes().to_vec();
+    assert_eq!(
+        f.on_response_body(&mut h, answer.len(), true),
+        Action::Continue
+    );
+    let v: Value = serde_json::from_slice(&h.response_body).unwrap();
+    assert_eq!(
+        v["choices"][0]["message"]["content"],
+        "Wrote <EMAIL_ADDRESS_1>, <EMAIL_ADDRESS_2> for jane@corp.example."
+    );
+}
+
+#[test]
 fn other_answers_pass_through_untouched() {
     for (ctype, encoding) in [("text/plain", None), ("application/json", Some("gzip"))] {
         let mut f = filter(MASK);

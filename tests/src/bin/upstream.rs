@@ -111,8 +111,20 @@ fn content_text(content: &Value) -> Option<String> {
     }
 }
 
-/// The last user message of a chat, Responses or legacy completions body.
-fn last_user_message(body: &Value) -> Option<String> {
+/// The API a request came in on: which field holds its prompt.
+#[derive(Debug, Clone, Copy)]
+enum Api {
+    /// `/v1/chat/completions`: `messages`.
+    Chat,
+    /// `/v1/responses`: `input`.
+    Responses,
+    /// `/v1/completions`: `prompt`.
+    Completions,
+}
+
+/// The last user message of a body on `api`, read from that API's field alone, as a real
+/// server reads it (a `messages` field sent to `/v1/responses` is no prompt there).
+fn last_user_message(body: &Value, api: Api) -> Option<String> {
     let last_user = |items: &Vec<Value>| {
         items
             .iter()
@@ -121,17 +133,19 @@ fn last_user_message(body: &Value) -> Option<String> {
             .and_then(|m| m.get("content"))
             .and_then(content_text)
     };
-    if let Some(Value::Array(messages)) = body.get("messages") {
-        return last_user(messages);
-    }
-    match body.get("input") {
-        Some(Value::String(s)) => return Some(s.clone()),
-        Some(Value::Array(items)) => return last_user(items),
-        _ => {}
-    }
-    match body.get("prompt")? {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(p) => p.last()?.as_str().map(str::to_string),
+    match (
+        api,
+        body.get(match api {
+            Api::Chat => "messages",
+            Api::Responses => "input",
+            Api::Completions => "prompt",
+        })?,
+    ) {
+        (Api::Chat, Value::Array(messages)) => last_user(messages),
+        (Api::Responses, Value::String(s)) => Some(s.clone()),
+        (Api::Responses, Value::Array(items)) => last_user(items),
+        (Api::Completions, Value::String(s)) => Some(s.clone()),
+        (Api::Completions, Value::Array(p)) => p.last()?.as_str().map(str::to_string),
         _ => None,
     }
 }
@@ -145,7 +159,12 @@ fn clip(text: &str, limit: usize) -> &str {
     &text[..end]
 }
 
-fn inspect(state: &AppState, headers: &HeaderMap, raw: &Bytes) -> Result<Received, Box<Response>> {
+fn inspect(
+    state: &AppState,
+    headers: &HeaderMap,
+    raw: &Bytes,
+    api: Api,
+) -> Result<Received, Box<Response>> {
     state.requests.fetch_add(1, Ordering::Relaxed);
     if let Ok(mut last) = state.last_request.lock() {
         *last = Some(raw.clone());
@@ -198,7 +217,7 @@ fn inspect(state: &AppState, headers: &HeaderMap, raw: &Bytes) -> Result<Receive
             header_text
         }
     );
-    let echo = last_user_message(&body);
+    let echo = last_user_message(&body, api);
     Ok(Received {
         body,
         report,
@@ -272,7 +291,7 @@ fn pieces(text: &str) -> Vec<String> {
 }
 
 async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> Response {
-    let r = match inspect(&state, &headers, &raw) {
+    let r = match inspect(&state, &headers, &raw, Api::Chat) {
         Ok(r) => r,
         Err(resp) => return *resp,
     };
@@ -322,7 +341,7 @@ async fn chat(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> 
 }
 
 async fn responses(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> Response {
-    let r = match inspect(&state, &headers, &raw) {
+    let r = match inspect(&state, &headers, &raw, Api::Responses) {
         Ok(r) => r,
         Err(resp) => return *resp,
     };
@@ -362,7 +381,7 @@ async fn responses(State(state): State<AppState>, headers: HeaderMap, raw: Bytes
 }
 
 async fn completions(State(state): State<AppState>, headers: HeaderMap, raw: Bytes) -> Response {
-    let r = match inspect(&state, &headers, &raw) {
+    let r = match inspect(&state, &headers, &raw, Api::Completions) {
         Ok(r) => r,
         Err(resp) => return *resp,
     };

@@ -8,14 +8,19 @@
 //!   cut at their blank line; an event's single `data:` line is read as JSON and its
 //!   string values restored. A placeholder split across events (`<EMAIL_` then
 //!   `ADDRESS_1>`) is joined: when a text delta (`content`, `arguments`, `delta`,
-//!   `text`, `refusal`) ends with a proper prefix of an issued placeholder, that event is
-//!   held; if the next event carries the same field, the prefix moves into it (the held
-//!   event is sent without it), else the held event is sent unchanged. Nothing else is
-//!   held back, so the stream's timing is kept.
+//!   `text`, `refusal`, `reasoning_content`, `reasoning`) ends with a proper prefix of an
+//!   issued placeholder, that event is held, and the events after it wait behind it (in
+//!   order) until the next delta of the same field, in the same choice, tool call or
+//!   output part: the prefix moves into that delta (the held event is sent without it).
+//!   Events between the two (keep-alive comments, empty deltas, other choices' deltas)
+//!   do not end the wait; [`MAX_QUEUED_EVENTS`] events do, and the end of the stream: the
+//!   held event is then sent unchanged. Nothing else is held back, so the stream's timing
+//!   is kept.
 //!
 //! A placeholder that was never issued is left as it is; text that is not JSON, events
 //! without a single `data:` line, and `[DONE]` pass through byte for byte.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 use crate::json_strings::{decode_text, push_escaped, splice, string_values};
@@ -27,7 +32,15 @@ fn may_hold_placeholder(raw: &[u8]) -> bool {
 }
 
 /// Fields of streamed events that carry text deltas.
-const DELTA_FIELDS: [&str; 5] = ["content", "arguments", "delta", "text", "refusal"];
+const DELTA_FIELDS: [&str; 7] = [
+    "content",
+    "arguments",
+    "delta",
+    "text",
+    "refusal",
+    "reasoning_content",
+    "reasoning",
+];
 
 /// Issued placeholders and their values.
 #[derive(Debug, Clone, Default)]
@@ -151,8 +164,40 @@ fn data_payload(event: &[u8]) -> Option<Range<usize>> {
     found
 }
 
-/// A delta field's identity within an event: its key and which occurrence of that key.
-type FieldId = (Vec<u8>, usize);
+/// Which stream of deltas an event belongs to: the chat chunk's choice and tool call
+/// (`choices[0].index`, `choices[0].delta.tool_calls[0].index`), or the Responses event's
+/// output item, content part and summary part (`output_index`, `content_index`,
+/// `summary_index`); `u64::MAX` where absent. Deltas of different choices or tool calls
+/// interleave in one stream (`n` > 1, parallel tool calls), and a placeholder split across
+/// events must be joined within its own.
+type StreamKey = [u64; 5];
+
+/// The [`StreamKey`] of the event whose `data:` payload is `payload`.
+fn stream_key(payload: &[u8]) -> StreamKey {
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(payload) else {
+        return [u64::MAX; 5];
+    };
+    [
+        "/choices/0/index",
+        "/choices/0/delta/tool_calls/0/index",
+        "/output_index",
+        "/content_index",
+        "/summary_index",
+    ]
+    .map(|at| {
+        v.pointer(at)
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(u64::MAX)
+    })
+}
+
+/// A delta field's identity: the stream of deltas it belongs to, its key, and which
+/// occurrence of that key in its event.
+type FieldId = (StreamKey, Vec<u8>, usize);
+
+/// Events queued behind a held one, at most: past it the oldest held event is sent with
+/// its partial placeholder as it is.
+pub const MAX_QUEUED_EVENTS: usize = 16;
 
 /// An event held because a delta ends with the start of a placeholder.
 #[derive(Debug)]
@@ -170,7 +215,9 @@ struct Held {
 }
 
 impl Held {
-    fn emit(self, with_tail: bool, out: &mut Vec<u8>) {
+    /// The event's bytes, with its partial placeholder (`with_tail`) or without it (the
+    /// next delta of its field took it).
+    fn emit(self, with_tail: bool) -> Vec<u8> {
         let mut text = self.head;
         if with_tail {
             text.push_str(&self.tail);
@@ -180,11 +227,17 @@ impl Held {
         let mut edits = self.edits;
         edits.push((self.range, raw));
         edits.sort_by_key(|(r, _)| r.start);
-        match splice(&self.event, &edits) {
-            Some(bytes) => out.extend_from_slice(&bytes),
-            None => out.extend_from_slice(&self.event),
-        }
+        splice(&self.event, &edits).unwrap_or(self.event)
     }
+}
+
+/// An event on its way out, in stream order.
+#[derive(Debug)]
+enum Queued {
+    /// To send as it is.
+    Ready(Vec<u8>),
+    /// Waiting for the next delta of its field.
+    Held(Held),
 }
 
 /// Restore over a server-sent event stream (see the module documentation).
@@ -193,7 +246,8 @@ pub struct SseRestore {
     restorer: Restorer,
     /// Bytes of an event not yet complete.
     pending: Vec<u8>,
-    held: Option<Held>,
+    /// Events not yet sent: a held one first, then those that came after it.
+    queue: VecDeque<Queued>,
     /// Largest incomplete event buffered, bytes; past it the stream passes through.
     limit: usize,
     gave_up: bool,
@@ -224,7 +278,7 @@ impl SseRestore {
         SseRestore {
             restorer,
             pending: Vec::new(),
-            held: None,
+            queue: VecDeque::new(),
             limit,
             gave_up: false,
         }
@@ -255,9 +309,7 @@ impl SseRestore {
         self.pending.drain(..at);
         if self.pending.len() > self.limit {
             self.gave_up = true;
-            if let Some(h) = self.held.take() {
-                h.emit(true, &mut out);
-            }
+            self.release_all(&mut out);
             out.append(&mut self.pending);
         }
         if end_of_stream {
@@ -265,35 +317,74 @@ impl SseRestore {
             if !rest.is_empty() {
                 self.event(&rest, &mut out);
             }
-            if let Some(h) = self.held.take() {
-                h.emit(true, &mut out);
-            }
+            self.release_all(&mut out);
         }
         out
     }
 
+    /// Sends every queued event, the held ones with their partial placeholders.
+    fn release_all(&mut self, out: &mut Vec<u8>) {
+        for q in self.queue.drain(..) {
+            match q {
+                Queued::Ready(bytes) => out.extend_from_slice(&bytes),
+                Queued::Held(h) => out.extend_from_slice(&h.emit(true)),
+            }
+        }
+    }
+
+    /// Sends the queued events up to the first one still held; past
+    /// [`MAX_QUEUED_EVENTS`], the oldest held event goes with its partial placeholder.
+    fn flush(&mut self, out: &mut Vec<u8>) {
+        loop {
+            match self.queue.pop_front() {
+                Some(Queued::Ready(bytes)) => out.extend_from_slice(&bytes),
+                Some(Queued::Held(h)) if self.queue.len() >= MAX_QUEUED_EVENTS => {
+                    out.extend_from_slice(&h.emit(true));
+                }
+                Some(held) => {
+                    self.queue.push_front(held);
+                    return;
+                }
+                None => return,
+            }
+        }
+    }
+
+    /// Takes the partial placeholder of the event held for `field`, which is then ready
+    /// to send without it; `None` when no event is held for it.
+    fn take_held(&mut self, field: &FieldId) -> Option<String> {
+        let slot = self
+            .queue
+            .iter_mut()
+            .find(|q| matches!(q, Queued::Held(h) if &h.field == field))?;
+        let Queued::Held(h) = std::mem::replace(slot, Queued::Ready(Vec::new())) else {
+            return None;
+        };
+        let tail = h.tail.clone();
+        *slot = Queued::Ready(h.emit(false));
+        Some(tail)
+    }
+
     fn event(&mut self, event: &[u8], out: &mut Vec<u8>) {
-        if self.held.is_none() && !may_hold_placeholder(event) {
+        if self.queue.is_empty() && !may_hold_placeholder(event) {
             out.extend_from_slice(event);
             return;
         }
         let strings = data_payload(event).and_then(|p| {
             let payload = event.get(p.clone())?;
             let values = string_values(payload)?;
-            Some((p.start, values))
+            Some((p, values))
         });
-        let Some((base, values)) = strings else {
-            if let Some(h) = self.held.take() {
-                h.emit(true, out);
-            }
-            out.extend_from_slice(event);
+        let Some((payload, values)) = strings else {
+            self.queue.push_back(Queued::Ready(event.to_vec()));
+            self.flush(out);
             return;
         };
+        let base = payload.start;
+        let stream = stream_key(event.get(payload).unwrap_or_default());
         let mut edits = Vec::new();
         let mut counts: Vec<(Vec<u8>, usize)> = Vec::new();
-        let mut carry: Option<String> = None;
         let mut hold: Option<(FieldId, Range<usize>, String, String)> = None;
-        let held_field = self.held.as_ref().map(|h| h.field.clone());
         for v in values {
             let range = base + v.value.start..base + v.value.end;
             let Some(decoded) = event.get(range.clone()).and_then(decode_text) else {
@@ -315,18 +406,14 @@ impl SseRestore {
                     0
                 }
             };
-            let field = (key, ordinal);
+            let field = (stream, key, ordinal);
             let mut text = decoded;
             let mut changed = false;
-            if delta && held_field.as_ref() == Some(&field) {
-                if let Some(h) = self.held.take() {
-                    carry = Some(h.tail.clone());
-                    h.emit(false, out);
+            if delta {
+                if let Some(tail) = self.take_held(&field) {
+                    text.insert_str(0, &tail);
+                    changed = true;
                 }
-            }
-            if let Some(tail) = carry.take() {
-                text.insert_str(0, &tail);
-                changed = true;
             }
             let partial = if delta && hold.is_none() {
                 self.restorer.partial_suffix(&text)
@@ -346,26 +433,18 @@ impl SseRestore {
                 edits.push((range, raw));
             }
         }
-        if let Some(h) = self.held.take() {
-            // The held field did not continue in this event.
-            h.emit(true, out);
-        }
-        match hold {
-            Some((field, range, head, tail)) => {
-                self.held = Some(Held {
-                    event: event.to_vec(),
-                    edits,
-                    field,
-                    range,
-                    head,
-                    tail,
-                });
-            }
-            None => match splice(event, &edits) {
-                Some(bytes) => out.extend_from_slice(&bytes),
-                None => out.extend_from_slice(event),
-            },
-        }
+        self.queue.push_back(match hold {
+            Some((field, range, head, tail)) => Queued::Held(Held {
+                event: event.to_vec(),
+                edits,
+                field,
+                range,
+                head,
+                tail,
+            }),
+            None => Queued::Ready(splice(event, &edits).unwrap_or_else(|| event.to_vec())),
+        });
+        self.flush(out);
     }
 }
 
@@ -450,6 +529,96 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(text.matches("data: ").count(), 5);
         assert!(text.ends_with("data: [DONE]\n\n"));
+    }
+
+    /// The text of choice `index`'s `field` deltas in `stream`.
+    fn choice_text(stream: &[u8], index: u64, field: &str) -> String {
+        let s = String::from_utf8(stream.to_vec()).unwrap();
+        s.split("\n\n")
+            .filter_map(|e| e.lines().find_map(|l| l.strip_prefix("data: ")))
+            .filter_map(|d| serde_json::from_str::<serde_json::Value>(d).ok())
+            .filter(|v| v["choices"][0]["index"].as_u64() == Some(index))
+            .filter_map(|v| v["choices"][0]["delta"][field].as_str().map(str::to_string))
+            .collect()
+    }
+
+    fn delta_event(index: u64, field: &str, text: &str) -> String {
+        let delta = serde_json::json!({ field: text });
+        let e = serde_json::json!({"choices": [{"index": index, "delta": delta}]});
+        format!("data: {e}\n\n")
+    }
+
+    #[test]
+    fn events_between_the_halves_wait_behind_the_held_one() {
+        for between in [
+            ": ping\n\n".to_string(),
+            "data: {\"choices\":[{\"index\":0,\"delta\":{}}]}\n\n".to_string(),
+            delta_event(0, "reasoning_content", "thinking"),
+            delta_event(1, "content", "other choice"),
+        ] {
+            let stream = [
+                delta_event(0, "content", "Mail <EMAIL"),
+                between.clone(),
+                delta_event(0, "content", "_ADDRESS_1> now"),
+                "data: [DONE]\n\n".to_string(),
+            ]
+            .concat();
+            let mut s = SseRestore::new(restorer(), 1 << 20);
+            let out = s.feed(stream.as_bytes(), true);
+            assert_eq!(
+                choice_text(&out, 0, "content"),
+                "Mail jo\"e@x.io now",
+                "{between:?}"
+            );
+            // Nothing reordered: the event between comes out between.
+            let text = String::from_utf8(out).unwrap();
+            let at = text.find(between.trim_end()).unwrap_or(usize::MAX);
+            assert!(
+                text.find("Mail").unwrap() < at && at < text.find("now").unwrap(),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn interleaved_choices_are_joined_each_in_its_own() {
+        // n = 2: both choices split the same placeholder, their halves interleaved.
+        let stream = [
+            delta_event(0, "content", "A: <EMAIL"),
+            delta_event(1, "content", "B: <US_S"),
+            delta_event(0, "content", "_ADDRESS_1>."),
+            delta_event(1, "content", "SN_1> done."),
+            delta_event(0, "reasoning_content", "so <US_SSN"),
+            delta_event(0, "reasoning_content", "_1>"),
+        ]
+        .concat();
+        let mut out = Vec::new();
+        let mut s = SseRestore::new(restorer(), 1 << 20);
+        for piece in stream.as_bytes().chunks(7) {
+            out.extend(s.feed(piece, false));
+        }
+        out.extend(s.feed(b"", true));
+        assert_eq!(choice_text(&out, 0, "content"), "A: jo\"e@x.io.");
+        assert_eq!(choice_text(&out, 1, "content"), "B: 123-45-6789 done.");
+        assert_eq!(choice_text(&out, 0, "reasoning_content"), "so 123-45-6789");
+    }
+
+    #[test]
+    fn a_held_event_waits_for_a_bounded_number_of_events() {
+        let mut s = SseRestore::new(restorer(), 1 << 20);
+        let mut out = s.feed(delta_event(0, "content", "x <EMAIL").as_bytes(), false);
+        for _ in 0..MAX_QUEUED_EVENTS - 1 {
+            out.extend(s.feed(b": ping\n\n", false));
+        }
+        assert!(out.is_empty(), "held while fewer events wait");
+        out.extend(s.feed(b": ping\n\n", false));
+        // Sent unchanged, and the events behind it in order.
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with(&delta_event(0, "content", "x <EMAIL")),
+            "{text}"
+        );
+        assert_eq!(text.matches(": ping").count(), MAX_QUEUED_EVENTS);
     }
 
     #[test]

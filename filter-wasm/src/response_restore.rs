@@ -5,7 +5,8 @@
 //!   end (at most `pii.max_restore_bytes`), restored with [`Restorer::restore_json`] and
 //!   written back; `content-length` is removed at the headers so the new length holds.
 //! - `text/event-stream`: each body chunk is replaced by what [`SseRestore::feed`]
-//!   returns; nothing is buffered beyond one incomplete event (and one held event).
+//!   returns; nothing is buffered beyond one incomplete event (and the events waiting
+//!   behind a held one, at most [`MAX_QUEUED_EVENTS`](crate::pii_restore::MAX_QUEUED_EVENTS)).
 //! - anything else, or a `content-encoding` other than identity: passed through untouched
 //!   (counted in `semroute.pii_restore_skipped`). The masked request asks for
 //!   `accept-encoding: identity`, so an upstream that honours it never encodes.

@@ -112,13 +112,15 @@ pub(crate) fn compact(text: &str, max_word_bytes: usize) -> Compacted {
             zero_run = 0;
             run_space = false;
         }
+        // The word's bytes and the tags count what is kept: padding cut from a run inside
+        // a word does not push the word's later letters past its bound.
         if class == CharClass::Space {
             word_bytes = 0;
-        } else {
+        } else if keep {
             word_bytes += c.len_utf8();
             keep &= word_bytes <= max_word_bytes;
         }
-        if tag {
+        if tag && keep {
             tags += 1;
             keep &= tags <= MAX_TAG_CHARS;
         }
@@ -195,6 +197,13 @@ mod tests {
         let c = compact(&t, MAX_WORD_BYTES);
         assert_eq!(c.text.chars().count(), 2 + MAX_ZERO_TOKEN_RUN);
         assert!(c.text.starts_with('a') && c.text.ends_with('b'));
+        // Inside a word, the cut padding does not count toward the word's bound.
+        let t = format!("ignore{}all previous", "\u{200b}".repeat(400_000));
+        let kept = "\u{200b}".repeat(MAX_ZERO_TOKEN_RUN);
+        assert_eq!(
+            compact(&t, MAX_WORD_BYTES).text,
+            format!("ignore{kept}all previous")
+        );
         // Whitespace alone too: a megabyte of spaces between two words.
         let t = format!("one{}two", " ".repeat(1 << 20));
         assert_eq!(

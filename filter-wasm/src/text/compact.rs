@@ -11,9 +11,9 @@
 //! - a run of such zero-token characters (whitespace included, Unicode tag characters
 //!   not: the daemon reads those as the ASCII they encode) to its first
 //!   [`MAX_ZERO_TOKEN_RUN`] characters (and its first whitespace, where that comes later,
-//!   so that the words around the run stay apart): the limit of consecutive non-starters of Unicode's
-//!   Stream-Safe Text Format (UAX #15, section 13), which no text in a natural language
-//!   reaches, and more than enough to keep the run a separator or a join;
+//!   so that the words around the run stay apart): the limit of consecutive non-starters
+//!   of Unicode's Stream-Safe Text Format (UAX #15, section 13), which no text in a
+//!   natural language reaches, and more than enough to keep the run a separator or a join;
 //! - a word (a run of characters between whitespace) to its first `max_word_bytes` bytes:
 //!   the encoder reads any word past 100 characters as one `[UNK]`; the daemon's readings
 //!   (base64 or hex payloads decoded in place) read the kept part;
@@ -33,7 +33,8 @@ pub(crate) const MAX_ZERO_TOKEN_RUN: usize = 30;
 pub(crate) const MAX_WORD_BYTES: usize = 1024;
 
 /// Bytes kept of one word when the texts at [`MAX_WORD_BYTES`] are still larger than
-/// [`TARGET_BYTES`]: more than the 100 characters past which a word is one `[UNK]`.
+/// [`TARGET_BYTES`]: in ASCII, more than the 100 characters past which a word is one
+/// `[UNK]` to the encoder.
 pub(crate) const MIN_WORD_BYTES: usize = 128;
 
 /// Unicode tag characters kept in one text (16 KiB): a smuggled instruction of 4,096

@@ -71,6 +71,8 @@ const DIGIT_ZEROS: [u32; 23] = [
 pub fn ascii_form(c: char) -> Option<char> {
     let u = c as u32;
     match u {
+        // ASCII, Latin, Greek, Cyrillic, Hebrew: below the first folded block, at once.
+        ..0x0660 => None,
         0x3000 => Some(' '),
         0xE0020..=0xE007E => char::from_u32(u - 0xE0000),
         0xFF01..=0xFF5E => char::from_u32(u - 0xFEE0),

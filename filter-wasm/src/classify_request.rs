@@ -9,7 +9,7 @@ use semroute_proto::signal;
 use semroute_proto::v1::{ClassifyRequest, Reduction, TextSpan};
 
 use crate::compression::{push_pattern_sentence, Compressed};
-use crate::text::compact::compact_all;
+use crate::text::compact::compact;
 
 /// The parts of one `Classify` request.
 #[derive(Debug)]
@@ -38,7 +38,7 @@ pub struct ClassifyParts {
 /// signal, or no text).
 ///
 /// With no user turn (an empty prompt), the domain signal is dropped and the scan text
-/// takes the prompt's place. Both texts are compacted ([`compact_all`]: runs of characters
+/// takes the prompt's place. Both texts are compacted ([`compact`]: runs of characters
 /// the encoder drops and over-long words cut), their spans mapped to match. The pattern text (the prompt's, then the scan text's, whole
 /// sentences within `semroute_proto::MAX_PATTERN_TEXT_BYTES`) is sent only with the PII
 /// signal.
@@ -79,7 +79,7 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
     }
     // What the encoder never reads cut, so that the size follows the tokens (see
     // `text::compact`); the spans follow.
-    let [text, scan_text] = compact_all([text.as_str(), scan_text.as_str()]);
+    let (text, scan_text) = (compact(&text), compact(&scan_text));
     let (flagged, pii) = (text.map_ranges(&flagged), text.map_ranges(&pii));
     let scan_flagged = scan_text.map_ranges(&scan_flagged);
     let scan_pii = scan_text.map_ranges(&scan_pii);
@@ -98,10 +98,10 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
     })
 }
 
-/// `text` with its sentence `spans` as a request carries them when it has no other text
-/// ([`compact_all`] of `text` alone): for tools that show what the filter sends.
+/// `text` and its sentence `spans` compacted as the `Classify` request carries them
+/// ([`compact`]): for tools that show what the filter sends.
 pub fn compact_text(text: &str, spans: &[Range<usize>]) -> (String, Vec<Range<usize>>) {
-    let [c] = compact_all([text]);
+    let c = compact(text);
     let spans = c.map_ranges(spans);
     (c.text, spans)
 }

@@ -698,10 +698,7 @@ impl HttpFilter {
             risk: self.risk,
             pattern_pii: &self.pattern_pii,
         };
-        let verdict = if status_code == policy::GRPC_OUT_OF_RANGE {
-            log::warn!("semroute: Classify refused the text as too large");
-            policy::too_large_to_classify()
-        } else if status_code != 0 {
+        let verdict = if status_code != 0 {
             // Envoy reports its own call timeout as UNAVAILABLE (the 504 of
             // its router maps to gRPC 14), naming it in the status message: a
             // failure so named, or at the deadline, is a timeout whatever the
@@ -709,19 +706,12 @@ impl HttpFilter {
             let deadline_us = self.config.daemon.timeout_ms.saturating_mul(1000);
             let timed_out = host
                 .grpc_status_message()
-                .is_some_and(|m| m.contains("response_timeout"));
-            let reason = if timed_out
-                || self.daemon_us.unwrap_or(0).saturating_mul(20) >= deadline_us.saturating_mul(19)
-            {
-                FallbackReason::Timeout
-            } else {
-                FallbackReason::from_grpc_status(status_code)
-            };
+                .is_some_and(|m| m.contains("response_timeout"))
+                || self.daemon_us.unwrap_or(0).saturating_mul(20) >= deadline_us.saturating_mul(19);
             log::warn!(
-                "semroute: Classify failed with gRPC status {status_code} ({})",
-                reason.as_str()
+                "semroute: Classify failed with gRPC status {status_code} (timed out: {timed_out})"
             );
-            policy::without_classification(&self.config, facts, Some(reason))
+            policy::after_failed_call(&self.config, facts, status_code, timed_out)
         } else {
             let body = host.grpc_response_body(response_size).unwrap_or_default();
             match ClassifyResponse::decode(body.as_slice()) {

@@ -133,7 +133,10 @@ impl MaskTable {
     /// (a template variable, a quoted earlier answer) stays its own, and the restore does
     /// not turn it into the value. `None` when the body's strings cannot be read.
     pub fn avoid_placeholders_in(&mut self, body: &[u8]) -> Option<()> {
-        if self.is_empty() {
+        // A `<` as it is or escaped (`\u003c`): without one, no string holds a placeholder
+        // and the body's strings are not walked a second time (`edits` walks them).
+        let escaped_lt = |w: &[u8]| w.eq_ignore_ascii_case(b"\\u003c");
+        if self.is_empty() || !(body.contains(&b'<') || body.windows(6).any(escaped_lt)) {
             return Some(());
         }
         let values = string_values(body)?.into_iter().map(|v| v.value);

@@ -381,7 +381,11 @@ impl SseRestore {
             return;
         };
         let base = payload.start;
-        let stream = stream_key(event.get(payload).unwrap_or_default());
+        // Parsed only where a delta meets a held event or is held itself: most events
+        // that reach this point hold an escape, not a placeholder.
+        let payload = event.get(payload).unwrap_or_default();
+        let mut stream: Option<StreamKey> = None;
+        let mut stream_of = || *stream.get_or_insert_with(|| stream_key(payload));
         let mut edits = Vec::new();
         let mut counts: Vec<(Vec<u8>, usize)> = Vec::new();
         let mut hold: Option<(FieldId, Range<usize>, String, String)> = None;
@@ -406,11 +410,11 @@ impl SseRestore {
                     0
                 }
             };
-            let field = (stream, key, ordinal);
             let mut text = decoded;
             let mut changed = false;
-            if delta {
-                if let Some(tail) = self.take_held(&field) {
+            let waiting = self.queue.iter().any(|q| matches!(q, Queued::Held(_)));
+            if delta && waiting {
+                if let Some(tail) = self.take_held(&(stream_of(), key.clone(), ordinal)) {
                     text.insert_str(0, &tail);
                     changed = true;
                 }
@@ -424,7 +428,12 @@ impl SseRestore {
             let (head, tail) = text.split_at(split);
             let (restored, n) = self.restorer.restore_text(head);
             if partial > 0 {
-                hold = Some((field, range, restored, tail.to_string()));
+                hold = Some((
+                    (stream_of(), key, ordinal),
+                    range,
+                    restored,
+                    tail.to_string(),
+                ));
                 continue;
             }
             if n > 0 || changed {

@@ -46,8 +46,8 @@ impl FallbackReason {
     /// Maps a gRPC status code (non-zero) to a reason.
     pub fn from_grpc_status(code: u32) -> Self {
         match code {
-            4 => FallbackReason::Timeout,
-            14 => FallbackReason::Unavailable,
+            GRPC_DEADLINE_EXCEEDED => FallbackReason::Timeout,
+            GRPC_UNAVAILABLE => FallbackReason::Unavailable,
             _ => FallbackReason::Error,
         }
     }
@@ -133,20 +133,40 @@ pub fn signals_needed(config: &FilterConfig, auto: bool) -> Vec<String> {
     s
 }
 
+/// gRPC DEADLINE_EXCEEDED.
+const GRPC_DEADLINE_EXCEEDED: u32 = 4;
 /// gRPC OUT_OF_RANGE: the daemon refuses the request as larger than it takes
 /// (`limits.max_text_bytes`, or its gRPC message limit).
-pub const GRPC_OUT_OF_RANGE: u32 = 11;
+const GRPC_OUT_OF_RANGE: u32 = 11;
+/// gRPC UNAVAILABLE.
+const GRPC_UNAVAILABLE: u32 = 14;
 
-/// Verdict when the daemon refused the text as too large ([`GRPC_OUT_OF_RANGE`]): a 413,
-/// whatever the failure mode. The size is the client's doing, not an outage of the
-/// daemon; the filter's compaction of the text it sends (`classify_request`) keeps any
-/// prompt the body limit admits under the daemon's default limit, so only a daemon
-/// configured with a lower one sees this.
-pub fn too_large_to_classify() -> Verdict {
-    Verdict::Reject {
-        error: ErrorResponse::prompt_too_large(),
-        decision: "prompt-too-large",
-    }
+/// Verdict after a `Classify` call that failed with gRPC `status` (non-zero); `timed_out`:
+/// it failed at the filter's deadline, whatever the status says (Envoy reports its own call
+/// timeout as UNAVAILABLE).
+///
+/// OUT_OF_RANGE (the daemon refused the text as too large) is a 413 whatever the failure
+/// mode: the size is the client's doing, not an outage, and the filter's compaction of the
+/// text it sends (`classify_request`) keeps it under the daemon's default limit, so only a
+/// daemon configured with a lower one refuses. Every other status is a daemon failure for
+/// the failure mode ([`without_classification`]).
+pub fn after_failed_call(
+    config: &FilterConfig,
+    facts: RequestFacts<'_>,
+    status: u32,
+    timed_out: bool,
+) -> Verdict {
+    let reason = match status {
+        GRPC_OUT_OF_RANGE => {
+            return Verdict::Reject {
+                error: ErrorResponse::prompt_too_large(),
+                decision: "prompt-too-large",
+            }
+        }
+        _ if timed_out => FallbackReason::Timeout,
+        _ => FallbackReason::from_grpc_status(status),
+    };
+    without_classification(config, facts, Some(reason))
 }
 
 /// Verdict without a classification: no text to classify, nothing to ask, or

@@ -215,6 +215,8 @@ fn scan_patterns(text: &str, lead: &[u8], bytes: ByteSummary) -> RiskFlags {
 /// where the policy must act on it without the daemon (`pii.fail_closed_on_pattern`).
 fn pattern_view(text: &str) -> Option<String> {
     use crate::text::{classify, CharClass};
+    // Cheap for ASCII, most of a sentence with one accented letter: `ascii_form` returns
+    // at once below U+0660 and `classify` decides ASCII in one match.
     let fold = |c: char| match semroute_checks::ascii_form(c) {
         Some(a) => Some(a),
         None if classify(c) == CharClass::Zero => Some(' '),

@@ -187,6 +187,9 @@ pub struct ChildGuard {
     log: PathBuf,
 }
 
+/// Bytes of a child's output kept from its start in [`ChildGuard::log_excerpt`].
+const LOG_HEAD_BYTES: usize = 1024;
+
 impl ChildGuard {
     /// Spawns `cmd` with stdout and stderr to `log`.
     pub fn spawn(name: &str, mut cmd: Command, log: PathBuf) -> Result<Self, String> {
@@ -230,11 +233,22 @@ impl ChildGuard {
         }
     }
 
-    /// The last `bytes` of the process's output.
-    pub fn log_tail(&self, bytes: usize) -> String {
+    /// The process's output for an error message: its last `bytes`, and when
+    /// that cuts the output, its first [`LOG_HEAD_BYTES`] too. The head is kept
+    /// because a process that fails at start prints its error first (an
+    /// `anyhow` error's message comes before its backtrace).
+    pub fn log_excerpt(&self, bytes: usize) -> String {
         let text = fs::read(&self.log).unwrap_or_default();
-        let start = text.len().saturating_sub(bytes);
-        String::from_utf8_lossy(&text[start..]).into_owned()
+        let tail = text.len().saturating_sub(bytes);
+        if tail <= LOG_HEAD_BYTES {
+            return String::from_utf8_lossy(&text).into_owned();
+        }
+        format!(
+            "{}\n[... {} bytes ...]\n{}",
+            String::from_utf8_lossy(&text[..LOG_HEAD_BYTES]),
+            tail - LOG_HEAD_BYTES,
+            String::from_utf8_lossy(&text[tail..])
+        )
     }
 }
 
@@ -677,7 +691,7 @@ impl Router {
                 };
                 return Err(format!(
                     "upstream {model} on port {port} not ready ({state}): {}",
-                    upstream.log_tail(2000)
+                    upstream.log_excerpt(2000)
                 ));
             }
         }
@@ -691,7 +705,7 @@ impl Router {
         if !ready || exited.is_some() {
             return Err(format!(
                 "Envoy did not become ready ({exited:?}):\n{}",
-                self.envoy.log_tail(6000)
+                self.envoy.log_excerpt(6000)
             ));
         }
         if let Some(d) = self.daemon.as_mut() {
@@ -704,7 +718,7 @@ impl Router {
             if !ok || exited.is_some() {
                 return Err(format!(
                     "semroute-daemon did not create its socket ({exited:?}); run make setup / make build:\n{}",
-                    d.log_tail(4000)
+                    d.log_excerpt(4000)
                 ));
             }
         }
@@ -786,7 +800,7 @@ impl Router {
                     .and_then(|m| m.modified())
                     .is_ok_and(|t| t >= started)
         });
-        let tail = d.log_tail(4000);
+        let tail = d.log_excerpt(4000);
         self.daemon = Some(d);
         if !ok || exited.is_some() {
             return Err(format!(
@@ -805,9 +819,9 @@ impl Router {
 
     /// Log tails of every process, for failure messages.
     pub fn logs(&self) -> String {
-        let mut s = format!("--- envoy ---\n{}\n", self.envoy.log_tail(4000));
+        let mut s = format!("--- envoy ---\n{}\n", self.envoy.log_excerpt(4000));
         if let Some(d) = &self.daemon {
-            s.push_str(&format!("--- daemon ---\n{}\n", d.log_tail(3000)));
+            s.push_str(&format!("--- daemon ---\n{}\n", d.log_excerpt(3000)));
         }
         s
     }
@@ -925,5 +939,24 @@ mod tests {
             metric_value(text, "semroute_daemon_classify_requests_total"),
             None
         );
+    }
+
+    #[test]
+    fn a_start_error_survives_a_long_backtrace_in_the_excerpt() {
+        let dir = tempfile_dir::TempDir::new("semroute-excerpt").unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "echo 'Error: binding 127.0.0.1:1'; echo 'Caused by: Address already in use'; \
+             i=0; while [ $i -lt 400 ]; do echo \"  $i: frame at src/main.rs\"; i=$((i+1)); done",
+        ]);
+        let mut child = ChildGuard::spawn("sh", cmd, dir.path().join("sh.log")).unwrap();
+        assert!(wait_until(Duration::from_secs(10), || child
+            .exited()
+            .is_some()));
+        let excerpt = child.log_excerpt(2000);
+        assert!(excerpt.len() < 3100, "{} bytes", excerpt.len());
+        assert!(excerpt.contains("Address already in use"), "{excerpt}");
+        assert!(excerpt.contains("399: frame"), "{excerpt}");
     }
 }

@@ -33,6 +33,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// Largest request body accepted, bytes.
 const MAX_BODY_BYTES: usize = 256 * 1024 * 1024;
 
+use anyhow::Context;
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -446,7 +447,9 @@ async fn main() -> anyhow::Result<()> {
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state);
     let addr: SocketAddr = format!("{}:{}", args.host, args.port).parse()?;
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding {addr}"))?;
     eprintln!(
         "semroute-upstream: model {} listening on http://{addr}",
         args.model

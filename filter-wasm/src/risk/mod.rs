@@ -19,15 +19,16 @@
 //!   asking phrase, then a harm word in the same clause, unless a defensive word or a
 //!   harmless object shares it);
 //! - encoded payloads: base64-like and hexadecimal runs, runs of `\xHH`, `%HH`, `\uHHHH` or
-//!   `&#NN;` escapes.
+//!   `&#NN;` escapes, and text hidden in Unicode tag characters (whose cues count too).
 //!
 //! The examples of each kind, and look-alikes that must not count, are the table of
 //! `tests/examples.rs`; the word lists are data files in `lists/`.
 //!
 //! Layout: this module holds [`RiskFlags`], the entry points and the shared word pass;
 //! `patterns` the byte patterns of personal data, `encoded` the encoded payloads and the
-//! byte summary, `words` the word lexicon, `streets` the street words, `context` the
-//! context scanner, `injection` the injection cues with their list in `cue_words`.
+//! byte summary, `hidden_text` the text hidden in tag characters, `words` the word
+//! lexicon, `streets` the street words, `context` the context scanner, `injection` the
+//! injection cues with their list in `cue_words`.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -178,7 +179,16 @@ pub(crate) fn flags_after(
     bytes: ByteSummary,
 ) -> RiskFlags {
     let (context, injection) = words.finish();
-    scan_patterns(text, lead.as_bytes(), bytes) | context | injection | encoded(text, bytes)
+    let hidden = if bytes.has(ByteSummary::UNUSUAL) {
+        hidden_text_flags(text)
+    } else {
+        RiskFlags::empty()
+    };
+    scan_patterns(text, lead.as_bytes(), bytes)
+        | context
+        | injection
+        | encoded(text, bytes)
+        | hidden
 }
 
 /// Personal-data detectors only.
@@ -260,10 +270,12 @@ fn at(b: &[u8], i: usize) -> u8 {
 }
 
 mod encoded;
+mod hidden_text;
 mod patterns;
 pub use encoded::scan_encoded;
 use encoded::*;
 pub(crate) use encoded::{ByteScan, ByteSummary};
+use hidden_text::hidden_text_flags;
 use patterns::*;
 
 // ---------------------------------------------------------------- names, addresses, identity

@@ -19,3 +19,4 @@ pub mod reload;
 pub mod runtime;
 pub mod server;
 pub mod socket_dir;
+pub mod symbol_noise;

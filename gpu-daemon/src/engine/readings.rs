@@ -1,6 +1,7 @@
 //! Readings: the other ways the jailbreak signal reads a text besides as written
 //! (invisible characters as spaces, look-alike letters as Latin, tag characters and
-//! encoded payloads decoded, leetspeak and spelled-out words joined), each with the
+//! encoded payloads decoded, leetspeak and spelled-out words joined, random symbol noise
+//! blanked), each with the
 //! text's length and byte offsets, so that windows and spans of a reading point into the
 //! text as sent.
 
@@ -9,14 +10,16 @@ use std::borrow::Cow;
 use crate::confusable::latin_reading;
 use crate::encoded::encoded_reading;
 use crate::invisible::spaced_readings;
+use crate::symbol_noise::without_symbol_noise;
 
 /// The readings of `text` the jailbreak signal scores besides the text as written, at most
 /// `max` of them, each with the same length and byte offsets. Each comes from a base (the
 /// text with every invisible character as spaces, the text as written, then the text with
 /// each kind of invisible character alone as spaces: see [`spaced_readings`]) with its
-/// look-alike letters folded ([`latin_reading`]) and its encoded payloads decoded
-/// ([`encoded_reading`]), so that the tricks together are undone too; bases that read as
-/// the text itself are left out. Empty for plain text.
+/// look-alike letters folded ([`latin_reading`]), its encoded payloads decoded
+/// ([`encoded_reading`]) and then its random symbol noise blanked
+/// ([`without_symbol_noise`]), so that the tricks together are undone too; bases that
+/// read as the text itself are left out. Empty for plain text.
 pub(super) fn jailbreak_readings(text: &str, max: usize) -> Vec<String> {
     if max == 0 {
         return Vec::new();
@@ -32,6 +35,7 @@ pub(super) fn jailbreak_readings(text: &str, max: usize) -> Vec<String> {
     for base in bases {
         let folded = latin_reading(&base).map_or(base, Cow::Owned);
         let read = encoded_reading(&folded).map_or(folded, Cow::Owned);
+        let read = without_symbol_noise(&read).map_or(read, Cow::Owned);
         if read != text && !readings.iter().any(|r| *r == *read) {
             readings.push(read.into_owned());
             if readings.len() == max {

@@ -7,13 +7,15 @@
 
 use std::borrow::Cow;
 
-use crate::confusable::latin_reading;
+use crate::confusable::{hidden_channel_reading, latin_reading};
 use crate::encoded::encoded_reading;
 use crate::invisible::spaced_readings;
 use crate::symbol_noise::without_symbol_noise;
 
 /// The readings of `text` the jailbreak signal scores besides the text as written, at most
-/// `max` of them, each with the same length and byte offsets. Each comes from a base (the
+/// `max` of them, each with the same length and byte offsets. The first, where the text
+/// holds enough tag characters, is the text they hide, read alone
+/// ([`hidden_channel_reading`]). Each other comes from a base (the
 /// text with every invisible character as spaces, the text as written, then the text with
 /// each kind of invisible character alone as spaces: see [`spaced_readings`]) with its
 /// look-alike letters folded ([`latin_reading`]), its encoded payloads decoded
@@ -31,7 +33,15 @@ pub(super) fn jailbreak_readings(text: &str, max: usize) -> Vec<String> {
         .map(Cow::Owned)
         .chain(std::iter::once(Cow::Borrowed(text)))
         .chain(spaced.map(Cow::Owned));
-    let mut readings: Vec<String> = Vec::new();
+    // The text hidden in tag characters, read alone, first: a model reads it whole, where
+    // visible text around and between its characters breaks it up.
+    let mut readings: Vec<String> = hidden_channel_reading(text)
+        .map(|r| without_symbol_noise(&r).unwrap_or(r))
+        .into_iter()
+        .collect();
+    if readings.len() >= max {
+        return readings;
+    }
     for base in bases {
         let folded = latin_reading(&base).map_or(base, Cow::Owned);
         let read = encoded_reading(&folded).map_or(folded, Cow::Owned);

@@ -12,8 +12,11 @@
 //! - [`ascii_form`]: the characters both read as ASCII before the patterns run (fullwidth
 //!   forms, other scripts' decimal digits, tag characters), so that `４１１１ …` or
 //!   `٤١١١ …` is the same card to both.
+//! - [`tags`]: Unicode tag characters, the ASCII they spell and the text they hide.
 
 #![no_std]
+
+pub mod tags;
 
 /// Whether `digits`, digit values 0 to 9 from the first (most significant) to the last (the
 /// check digit), pass the Luhn check: from the right, every second digit doubled (minus 9
@@ -74,7 +77,7 @@ pub fn ascii_form(c: char) -> Option<char> {
         // ASCII, Latin, Greek, Cyrillic, Hebrew: below the first folded block, at once.
         ..0x0660 => None,
         0x3000 => Some(' '),
-        0xE0020..=0xE007E => char::from_u32(u - 0xE0000),
+        0xE0020..=0xE007E => tags::tag_ascii(c),
         0xFF01..=0xFF5E => char::from_u32(u - 0xFEE0),
         _ => DIGIT_ZEROS
             .iter()

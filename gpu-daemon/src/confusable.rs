@@ -19,6 +19,7 @@
 //! map from its byte offsets back to the text's.
 
 use semroute_checks::ascii_form;
+use semroute_checks::tags::{hidden_tag_chars, tag_ascii, MIN_HIDDEN_CHARS};
 use unicode_normalization::UnicodeNormalization;
 
 /// Filler byte after a folded character: a control character the tokenizers drop.
@@ -125,45 +126,28 @@ fn compatibility_form(c: char) -> Option<char> {
     }
 }
 
-/// The ASCII character a Unicode tag character encodes (U+E0020..=U+E007E, "ASCII
-/// smuggling": invisible in most renderings, and read by language models as the text it
-/// spells).
-fn tag_ascii(c: char) -> Option<char> {
-    match c as u32 {
-        u @ 0xE0020..=0xE007E => char::from_u32(u - 0xE0000),
-        _ => None,
-    }
-}
-
-/// Fewest printable tag characters in a text for [`hidden_channel_reading`]: twice the
-/// longest subdivision code of an emoji tag sequence (Unicode TS #51, annex C).
-pub const MIN_HIDDEN_CHARS: usize = 12;
-
-/// The text hidden in `text`'s tag characters, read alone: every printable tag character
-/// as the ASCII it encodes (then [`PAD`]s to its length), every other character as
-/// [`PAD`]s, which the tokenizers drop, so the text's length and offsets stay and the
-/// hidden text reads as one stream. `None` when `text` holds fewer than
-/// [`MIN_HIDDEN_CHARS`] of them.
+/// The text hidden in `text`'s tag characters, read alone: each hidden tag character
+/// ([`hidden_tag_chars`]: emoji tag sequences hide none) as the ASCII it encodes (then
+/// [`PAD`]s to its length), every other character as [`PAD`]s, which the tokenizers drop,
+/// so the text's length and offsets stay and the hidden text reads as one stream. `None`
+/// when it holds fewer than [`MIN_HIDDEN_CHARS`] of them.
 ///
 /// [`latin_reading`] decodes tag characters in place, where visible text can break them
 /// up: a jailbreak spelled in tags one character between each visible one, or in short
 /// runs joined by variation selectors or flags, reads there as fragments among the visible
 /// words, while a model that reads the tags reads the hidden text whole.
 pub fn hidden_channel_reading(text: &str) -> Option<String> {
-    if text.is_ascii() || text.chars().filter_map(tag_ascii).count() < MIN_HIDDEN_CHARS {
+    if text.is_ascii() || hidden_tag_chars(text).nth(MIN_HIDDEN_CHARS - 1).is_none() {
         return None;
     }
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match tag_ascii(c) {
-            Some(a) => {
-                out.push(a);
-                out.extend(std::iter::repeat_n(PAD, c.len_utf8() - 1));
-            }
-            None => out.extend(std::iter::repeat_n(PAD, c.len_utf8())),
+    let mut out = vec![PAD as u8; text.len()];
+    for (at, a) in hidden_tag_chars(text) {
+        if let Some(slot) = out.get_mut(at) {
+            *slot = a as u8;
         }
     }
-    Some(out)
+    // Every byte is ASCII.
+    String::from_utf8(out).ok()
 }
 
 /// `text` with its look-alike letters as the ASCII letters they imitate, and its tag

@@ -27,6 +27,8 @@
 
 use std::ops::Range;
 
+use semroute_checks::tags::is_tag;
+
 use super::{classify, CharClass};
 
 /// Characters kept of a run of zero-token characters (UAX #15's stream-safe limit).
@@ -82,12 +84,6 @@ impl Compacted {
             .filter(|r| !r.is_empty())
             .collect()
     }
-}
-
-/// Unicode tag characters (U+E0000..U+E007F): removed by the normalizer, but read by the
-/// daemon as the ASCII they encode.
-fn is_tag(c: char) -> bool {
-    ('\u{E0000}'..='\u{E007F}').contains(&c)
 }
 
 /// `text` compacted; see the module docs.

@@ -32,6 +32,8 @@
 //!   `soft_max` bytes, inside a whitespace-free run after `soft_max / 3` bytes, and
 //!   anywhere after `soft_max * 4 / 3` bytes.
 
+use semroute_checks::tags::{is_tag, tag_ascii};
+
 use super::{alphanumeric_block, LetterBlock};
 
 /// Lines per unit inside a fenced code block.
@@ -294,7 +296,7 @@ impl Segmenter {
     #[inline]
     fn step(&mut self, c: char, p: usize, out: &mut Vec<Span>) {
         let len = c.len_utf8();
-        let tags = match (('\u{E0000}'..='\u{E007F}').contains(&c), self.tags) {
+        let tags = match (is_tag(c), self.tags) {
             (false, _) => TagRun::None,
             (true, TagRun::None) if self.after_flag => TagRun::Emoji,
             (true, TagRun::None) => TagRun::Hidden,
@@ -306,10 +308,7 @@ impl Segmenter {
         }
         self.tags = tags;
         self.after_flag = c == '\u{1F3F4}';
-        let c = match u32::from(c) {
-            u @ 0xE0020..=0xE007E => char::from_u32(u - 0xE0000).unwrap_or(c),
-            _ => c,
-        };
+        let c = tag_ascii(c).unwrap_or(c);
         if c.is_whitespace() {
             if c == '\n' {
                 self.end_line();

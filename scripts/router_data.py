@@ -44,6 +44,10 @@ JVB_LICENSES = {
 }
 DOMAIN_LICENSE = "MIT"  # MMLU (hendrycks/test) and MMLU-Pro's dataset card
 
+# Rows written for this project (data/README.md), under the project's licence.
+PROJECT_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data")
+PROJECT_LICENSE = "Apache-2.0"
+
 _OPEN = re.compile(r"\b(MIT|Apache-2\.0|CC0-1\.0|CC-BY(-SA)?(-\d\.\d)?|public domain)\b", re.I)
 _CLOSED = re.compile(r"\bNC\b|\b(unclear|no licen[cs]e|GPL|per repository|authors|research use)\b|\(c\)|©", re.I)
 
@@ -138,6 +142,11 @@ def jailbreak_rows(eval_dir: str) -> list[dict]:
     for r in read_jsonl(j("benign/dolly_requests.jsonl")):
         out.append(_row(r["text"], task="jailbreak", source="dolly", subset=r["subset"], license=r.get("license"),
                         key=_norm(r["text"]), jailbreak=0))
+    # Ordinary requests in languages whose only rows above are injections (data/README.md).
+    for r in read_jsonl(os.path.join(PROJECT_DATA, "multilingual_requests.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="semroute", subset="multilingual_requests",
+                        license=PROJECT_LICENSE, key=_norm(r["text"]), jailbreak=0,
+                        extra={"language": r["language"]}))
     for r in read_jsonl(j("benign/documents.jsonl")):
         out.append(_row(r["text"], task="jailbreak", source="documents", subset=r["kind"], license=r.get("license"),
                         key=_norm(r["text"]), jailbreak=0, kind="document",

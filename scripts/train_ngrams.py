@@ -7,8 +7,8 @@ multilingual injections leave a plainer trace in the text's bytes. These models 
 those, one per signal (`--task`):
 
   jailbreak  binary: the daemon adds its logit to the encoder's jailbreak log-odds
-             (`models.jailbreak.ngrams`; calib split: AUC 0.980 for the encoder alone,
-             0.979 for this model alone, 0.986 for the sum);
+             (`models.jailbreak.ngrams`; calib split: AUC 0.973 for the encoder alone,
+             0.983 for the sum);
   domain     14 classes: the daemon adds its log-probabilities to the encoder's
              (`models.domain.ngrams`; MMLU-Pro's calib bucket, held out of both models'
              training for the measurement (`--domain-calib` here and in
@@ -30,7 +30,8 @@ logits[c] = (sum of weight[i, c] over the indices i) / sqrt(number of indices) +
 Data: the router encoder's training split (`router_data.py`: licences that allow
 redistributing derived weights only; the calib and val splits never train).
   jailbreak: jailbreak rows as the filter sends them (its compressor and risk scan, as
-             `eval_classifiers.py`), MMLU and MMLU-Pro questions as benign at weight
+             `eval_classifiers.py`; the project's own ordinary requests in 15 languages,
+             `data/multilingual_requests.jsonl`, among them), MMLU and MMLU-Pro questions as benign at weight
              0.2, jailbreaks weighted to 0.6 of the benign weight;
   domain:    the MMLU and MMLU-Pro questions with their 14 categories, unweighted.
 Adam (lr 0.05), 4 epochs, batches of 256, fixed seeds, one thread count: the weights

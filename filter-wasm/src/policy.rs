@@ -531,7 +531,7 @@ mod tests {
     fn jailbreak_blocks_or_marks() {
         let c = config("");
         assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[]))));
-        // Below the default threshold (0.9999546).
+        // Below the default threshold (0.9999473).
         assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9999, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
         let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[])));
@@ -546,7 +546,7 @@ mod tests {
             risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
-        // Between the two defaults (0.9995462 and 0.9999546).
+        // Between the two defaults (0.9994732 and 0.9999473).
         let c = config("");
         assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.9998, &[]))));
         assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.999, &[]))));
@@ -573,7 +573,7 @@ mod tests {
             risk: RiskFlags::OVERRIDE | RiskFlags::HARMFUL_REQUEST,
             ..AUTO
         };
-        // Between the harmful-request default (0.9954803) and the override one (0.9995462).
+        // Between the harmful-request default (0.9947574) and the override one (0.9994732).
         let c = config("");
         assert!(blocked(decide(
             &c,

@@ -11,6 +11,7 @@ pub mod engine;
 pub mod int8_weights;
 pub mod invisible;
 pub mod metrics;
+pub mod mixed_script;
 pub mod model_check;
 pub mod models;
 pub mod passes;

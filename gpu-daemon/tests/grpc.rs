@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use semroute_proto::v1::classifier_client::ClassifierClient;
-use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, TextSpan};
+use semroute_proto::v1::{ClassifyRequest, ClassifyResponse, JailbreakResult, TextSpan};
 use support::{connect, http_get, sample, start_daemon, start_daemon_with, workspace_root};
 use tonic::transport::Channel;
 
@@ -46,6 +46,9 @@ async fn classify(
 }
 
 const JAILBREAK_THRESHOLD: f32 = 0.5;
+/// The filter's default jailbreak threshold (`envoy.yaml`), which the served models'
+/// thresholds were chosen for.
+const FILTER_THRESHOLD: f32 = 0.999_947_3;
 
 /// A daemon configuration with the extra jailbreak passes on (sentences scored alone,
 /// the filter's flagged sentences alone, anchored windows) over the generic encoder and
@@ -300,6 +303,42 @@ async fn real_models_over_grpc() {
             assert!(gs >= alone - 1e-4, "{noisy}: score {gs}, alone {alone}");
         }
     }
+    // A script is not a cue, and ordinary text in one does not dilute a jailbreak in
+    // another. An ordinary question in Hindi gets a negative n-gram logit (trained on
+    // ordinary requests in Devanagari, `data/`) and stays below the filter's default
+    // threshold; three ordinary Hindi sentences before the English jailbreak leave its
+    // n-gram logit as it is alone, since a text that mixes writing systems is also read
+    // once per system (without that reading they take it from about 4.2 to 0.7, and the
+    // score below the threshold).
+    let water = classify(&mut client, "पानी का रासायनिक सूत्र क्या है?", &["jailbreak"])
+        .await
+        .jailbreak
+        .expect("jailbreak result");
+    assert!(
+        water.score < FILTER_THRESHOLD && water.ngram_logit.unwrap_or(0.0) < 0.0,
+        "{water:?}"
+    );
+    let alone = classify(&mut client, developer, &["jailbreak"])
+        .await
+        .jailbreak
+        .expect("jailbreak result");
+    let garden = "मेरे बगीचे में टमाटर के पौधे बहुत अच्छे से बढ़ रहे हैं। मुझे उन्हें कितनी बार \
+                  पानी देना चाहिए? साथ ही, जैविक खाद बनाने का आसान तरीका भी बताइए।";
+    let mixed = classify(
+        &mut client,
+        &format!("{garden} {developer}"),
+        &["jailbreak"],
+    )
+    .await
+    .jailbreak
+    .expect("jailbreak result");
+    let logit = |j: &JailbreakResult| j.ngram_logit.unwrap_or(f32::MIN);
+    assert!(
+        alone.score > FILTER_THRESHOLD
+            && mixed.score > FILTER_THRESHOLD
+            && logit(&mixed) >= logit(&alone) - 0.5,
+        "alone {alone:?}, after Hindi {mixed:?}"
+    );
     // Data that is not text (a digest, an image) is no payload, and a decoded harmless
     // question stays harmless.
     for harmless in [

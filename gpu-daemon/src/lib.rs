@@ -6,6 +6,7 @@ pub mod cache;
 pub mod client;
 pub mod config;
 pub mod confusable;
+pub mod diacritics;
 pub mod encoded;
 pub mod engine;
 pub mod int8_weights;

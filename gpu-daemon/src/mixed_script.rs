@@ -23,8 +23,11 @@ use unicode_script::{Script, UnicodeScript};
 /// formula or a name in its own script in an English sentence does not make a reading.
 pub const MIN_SCRIPT_LETTERS: usize = 12;
 
-/// Most writing systems read apart per text (those with the most letters).
-pub const MAX_SCRIPT_READINGS: usize = 3;
+/// Most writing systems read apart per text: Latin first, then those with the most
+/// letters. Latin comes first because the jailbreak models know their attacks best in
+/// English, so padding in three other scripts, each longer than the English, still leaves
+/// the English read alone.
+pub const MAX_SCRIPT_READINGS: usize = 4;
 
 /// A writing system: a script, with the scripts of Chinese, Japanese and Korean as one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,8 +49,8 @@ fn system(c: char) -> Option<System> {
 }
 
 /// For a text with at least [`MIN_SCRIPT_LETTERS`] letters in each of two or more writing
-/// systems: the text once per such system (at most [`MAX_SCRIPT_READINGS`], those with the
-/// most letters first), without the letters of the others and the combining marks after
+/// systems: the text once per such system (at most [`MAX_SCRIPT_READINGS`], Latin first,
+/// then those with the most letters), without the letters of the others and the combining marks after
 /// them, a space where they were (the n-gram model reads a run of whitespace as one
 /// space). Empty for a text in one system.
 pub fn per_script_texts(text: &str) -> Vec<String> {
@@ -62,8 +65,9 @@ pub fn per_script_texts(text: &str) -> Vec<String> {
     if counts.len() < 2 {
         return Vec::new();
     }
-    // Most letters first; equal counts in order of first appearance (a stable sort).
-    counts.sort_by_key(|&(_, n)| std::cmp::Reverse(n));
+    // Latin first, then most letters; equal counts in order of first appearance (a
+    // stable sort).
+    counts.sort_by_key(|&(s, n)| (s != System::Script(Script::Latin), std::cmp::Reverse(n)));
     counts
         .iter()
         .take(MAX_SCRIPT_READINGS)
@@ -170,12 +174,15 @@ mod tests {
     }
 
     #[test]
-    fn at_most_three_systems_most_letters_first() {
-        let text = "English words in a sentence that is fairly long here. \
-                    Русский текст тоже здесь есть. Ελληνικό κείμενο εδώ επίσης. \
-                    עברית כתובה כאן גם כן בבקשה.";
+    fn latin_first_then_most_letters_at_most_four() {
+        let text = "Short English text here. \
+                    Русский текст тоже здесь есть, и он длиннее английского. \
+                    Ελληνικό κείμενο εδώ επίσης, αρκετά μεγάλο. \
+                    עברית כתובה כאן גם כן בבקשה, ארוכה יותר. \
+                    मेरे बगीचे में टमाटर के पौधे बहुत अच्छे से बढ़ रहे हैं।";
         let r = per_script_texts(text);
         assert_eq!(r.len(), MAX_SCRIPT_READINGS, "{r:?}");
-        assert!(r[0].contains("English"), "{r:?}");
+        assert_eq!(words(&r[0]), "Short English text here. , . , . , . ।");
+        assert!(r[1].contains("Русский"), "{r:?}");
     }
 }

@@ -339,6 +339,27 @@ async fn real_models_over_grpc() {
             && logit(&mixed) >= logit(&alone) - 0.5,
         "alone {alone:?}, after Hindi {mixed:?}"
     );
+    // A combining accent on every word, which the encoder's tokenizer drops and which
+    // leaves the n-gram model none of the template's n-grams: the model also reads the
+    // text without diacritics (without that reading the logit falls to about -7).
+    let accented: String = developer
+        .split(' ')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|first| format!("{first}\u{301}{}", c.as_str()))
+                .unwrap_or_default()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    let marked = classify(&mut client, &accented, &["jailbreak"])
+        .await
+        .jailbreak
+        .expect("jailbreak result");
+    assert!(
+        marked.score > FILTER_THRESHOLD && logit(&marked) >= logit(&alone) - 0.5,
+        "{accented}: {marked:?}, alone {alone:?}"
+    );
     // Data that is not text (a digest, an image) is no payload, and a decoded harmless
     // question stays harmless.
     for harmless in [

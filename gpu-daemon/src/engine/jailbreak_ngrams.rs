@@ -7,9 +7,10 @@
 //! as spaces, look-alike letters as Latin, encoded payloads decoded), and each sentence
 //! the filter's risk scan flagged in them, alone, with its readings; the highest of those
 //! logits counts; a text that holds invisible characters is also read with them left
-//! out, as the encoder's tokenizer reads it, and a text that mixes writing systems once
-//! per system ([`per_script_texts`]: ordinary text in a script the model has learned as
-//! benign does not dilute a jailbreak in another). So an invisible character never lowers the
+//! out, as the encoder's tokenizer reads it, each text without its diacritics
+//! ([`without_diacritics`], as that tokenizer reads them), and each text or reading that
+//! mixes writing systems once per system ([`per_script_texts`]: ordinary text in a script
+//! the model has learned as benign does not dilute a jailbreak in another). So an invisible character never lowers the
 //! score (between the words, the spaced reading scores like the plain text; inside them,
 //! the text without it does), and a flagged sentence scored alone
 //! keeps an instruction override buried in a paragraph of prose from being averaged away
@@ -21,11 +22,13 @@
 //! and at most [`MAX_FLAGGED_JOBS`] flagged sentences and their readings per request, so a
 //! request's cost stays bounded whatever its size and its flagged spans.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::sequence::SequenceSignals;
 use super::{ClassifyInput, ClassifyOutput, Part, MAX_FLAGGED_JOBS};
+use crate::diacritics::without_diacritics;
 use crate::invisible::is_invisible;
 use crate::mixed_script::per_script_texts;
 use crate::models::ngrams::{prefix, NgramScorer};
@@ -62,20 +65,23 @@ impl SequenceSignals {
 }
 
 /// The highest n-gram logit over `text`, `scan_text` (when not empty), their readings
-/// (at most `max_readings` each), each of them once per writing system where it mixes
-/// systems ([`per_script_texts`]), and the flagged sentences of both, each alone with its
-/// readings (at most [`MAX_FLAGGED_JOBS`] such texts, each sentence as written first).
+/// (at most `max_readings` each, and each without its diacritics, [`without_diacritics`]),
+/// each of those once per writing system where it mixes systems ([`per_script_texts`]),
+/// and the flagged sentences of both, each alone with its readings (at most
+/// [`MAX_FLAGGED_JOBS`] such texts, each sentence as written first).
 fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize) -> f32 {
     let scan_text = Some(&input.scan_text).filter(|t| !t.is_empty());
     let mut best = f32::NEG_INFINITY;
     for text in std::iter::once(&input.text).chain(scan_text) {
         let text = prefix(text);
-        best = best.max(read_logit(scorer, text));
-        for reading in jailbreak_readings(text, max_readings) {
-            best = best.max(read_logit(scorer, &reading));
-        }
-        for one_script in per_script_texts(text) {
-            best = best.max(read_logit(scorer, &one_script));
+        let readings = jailbreak_readings(text, max_readings)
+            .into_iter()
+            .chain(without_diacritics(text));
+        for read in std::iter::once(Cow::Borrowed(text)).chain(readings.map(Cow::Owned)) {
+            best = best.max(read_logit(scorer, &read));
+            for one_script in per_script_texts(&read) {
+                best = best.max(read_logit(scorer, &one_script));
+            }
         }
     }
     let mut flagged: Vec<&str> = Vec::new();

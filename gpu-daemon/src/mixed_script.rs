@@ -36,10 +36,10 @@ enum System {
     Script(Script),
 }
 
-/// The writing system of a letter; `None` for a character of no one script (Common,
-/// Inherited, Unknown).
-fn system(c: char) -> Option<System> {
-    match c.script() {
+/// The writing system of a letter of script `script`; `None` for a character of no one
+/// script (Common, Inherited, Unknown).
+fn system(script: Script) -> Option<System> {
+    match script {
         Script::Common | Script::Inherited | Script::Unknown => None,
         Script::Han | Script::Hiragana | Script::Katakana | Script::Hangul | Script::Bopomofo => {
             Some(System::Cjk)
@@ -50,12 +50,15 @@ fn system(c: char) -> Option<System> {
 
 /// For a text with at least [`MIN_SCRIPT_LETTERS`] letters in each of two or more writing
 /// systems: the text once per such system (at most [`MAX_SCRIPT_READINGS`], Latin first,
-/// then those with the most letters), without the letters of the others and the combining marks after
-/// them, a space where they were (the n-gram model reads a run of whitespace as one
-/// space). Empty for a text in one system.
+/// then those with the most letters), without the letters of the others and the combining
+/// marks after them, a space where they were (the n-gram model reads a run of whitespace
+/// as one space). Empty for a text in one system, an ASCII text at once.
 pub fn per_script_texts(text: &str) -> Vec<String> {
+    if text.is_ascii() {
+        return Vec::new();
+    }
     let mut counts: Vec<(System, usize)> = Vec::new();
-    for s in text.chars().filter_map(system) {
+    for s in text.chars().filter_map(|c| system(c.script())) {
         match counts.iter_mut().find(|(k, _)| *k == s) {
             Some((_, n)) => *n += 1,
             None => counts.push((s, 1)),
@@ -82,10 +85,11 @@ fn only(text: &str, keep: System) -> String {
     // Whether the last letter was removed (a combining mark after it goes too).
     let mut dropping = false;
     for c in text.chars() {
-        let sys = system(c);
+        let script = c.script();
+        let sys = system(script);
         let drop = match sys {
             Some(s) => s != keep,
-            None => dropping && c.script() == Script::Inherited,
+            None => dropping && script == Script::Inherited,
         };
         if !drop {
             out.push(c);

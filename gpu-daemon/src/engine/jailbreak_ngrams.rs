@@ -9,10 +9,11 @@
 //! logits counts; a text that holds invisible characters is also read with them left
 //! out, as the encoder's tokenizer reads it, each text without its diacritics
 //! ([`without_diacritics`], as that tokenizer reads them), and each text or reading that
-//! mixes writing systems once per system ([`per_script_texts`]: ordinary text in a script
-//! the model has learned as benign does not dilute a jailbreak in another). So an invisible character never lowers the
-//! score (between the words, the spaced reading scores like the plain text; inside them,
-//! the text without it does), and a flagged sentence scored alone
+//! mixes writing systems once per system ([`per_script_texts`]: ordinary text in a
+//! script the model has learned as benign does not dilute a jailbreak in another). So an
+//! invisible character never lowers the score (between the words, the spaced reading
+//! scores like the plain text; inside them, the text without it does), and a flagged
+//! sentence scored alone
 //! keeps an instruction override buried in a paragraph of prose from being averaged away
 //! by the paragraph's n-grams.
 //!

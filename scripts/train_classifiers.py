@@ -433,6 +433,17 @@ def load_trained(out: str, inputs, device) -> tuple["Encoder", dict]:
 # ---------------------------------------------------------------- main
 
 
+def native_bf16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (the `amx_bf16` or `avx512_bf16` flag
+    of /proc/cpuinfo), so that autocast to bfloat16 is faster than fp32 rather than emulated."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--eval-dir", default=os.path.join(ROOT, "..", "shared", "eval"))
@@ -464,6 +475,10 @@ def main() -> int:
                          "2.7 MB); the merged model and its reference outputs use the rounded values")
     ap.add_argument("--threads", type=int, default=max(1, os.cpu_count() or 1))
     ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap.add_argument("--bf16", choices=["auto", "on", "off"], default="auto",
+                    help="CPU only: run the tuned layers' forward in bfloat16 (torch.autocast; the frozen layers, "
+                         "the weights, the optimiser and every exported output stay fp32). auto: on where the CPU "
+                         "multiplies bfloat16 natively (AMX or AVX-512 BF16), about 1.5x faster per step there")
     ap.add_argument("--time-limit", type=float, default=0,
                     help="seconds: stop after the epoch that passes it and export what was trained (0: none)")
     ap.add_argument("--limit", type=int, default=0, help="train on a random N rows only (smoke test)")
@@ -487,6 +502,8 @@ def main() -> int:
     # On a GPU, training's products run in TF32 (10-bit mantissa, fp32 range): several
     # times faster, and the LoRA updates do not need more.
     torch.backends.cuda.matmul.allow_tf32 = device.type == "cuda"
+    bf16 = device.type == "cpu" and (args.bf16 == "on" or (args.bf16 == "auto" and native_bf16()))
+    args.bf16 = "on" if bf16 else "off"  # TRAINING.json records what ran
     t0 = time.time()
 
     if args.bundle:
@@ -519,7 +536,8 @@ def main() -> int:
         if not 0 < args.layers <= base_layers or args.tune_layers > args.layers:
             sys.exit(f"--layers must be 1..{base_layers} and at least --tune-layers")
         config = dict(config, num_hidden_layers=args.layers)
-    log(f"{len(train)} training rows, {len(held)} calib rows; device {device}, {args.threads} threads")
+    log(f"{len(train)} training rows, {len(held)} calib rows; device {device}, {args.threads} threads"
+        f"{', bfloat16 forward' if bf16 else ''}")
     lengths = [len(s) for s in train_seqs]
     log(f"{sum(lengths)} training tokens (mean {np.mean(lengths):.0f} per row)")
 
@@ -563,8 +581,10 @@ def main() -> int:
                 x[j, : lengths[i]] = lower[i].float()
                 mask[j, : lengths[i]] = 1
             x, mask = x.to(device), mask.to(device)
-            e = model.upper(x, mask)
-            dl, jl = model.domain(e), model.jailbreak(e)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
+                e = model.upper(x, mask)
+                dl, jl = model.domain(e), model.jailbreak(e)
+            dl, jl = dl.float(), jl.float()
             dy, jy, jw = dom_y[idx].to(device), jb_y[idx].to(device), jb_w[idx].to(device)
             has_dom = dy >= 0
             loss_d = F.cross_entropy(dl[has_dom], dy[has_dom], label_smoothing=0.05) if has_dom.any() else dl.sum() * 0

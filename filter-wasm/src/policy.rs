@@ -531,12 +531,12 @@ mod tests {
     fn jailbreak_blocks_or_marks() {
         let c = config("");
         assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[]))));
-        // Below the default threshold (0.9999473).
-        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9999, &[]))));
+        // Below the default threshold (0.9998566).
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
         let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[])));
         assert_eq!(r.jailbreak_mark, Some(0.99999));
-        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9999, &[])));
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[])));
         assert_eq!(r.jailbreak_mark, None);
     }
 
@@ -546,10 +546,10 @@ mod tests {
             risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
-        // Between the two defaults (0.9994732 and 0.9999473).
+        // Between the two defaults (0.9985678 and 0.9998566).
         let c = config("");
         assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.9998, &[]))));
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.999, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.998, &[]))));
         assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
         let r = route(decide(&c, over, &reply("math", 0.9, 0.9998, &[])));
@@ -573,31 +573,27 @@ mod tests {
             risk: RiskFlags::OVERRIDE | RiskFlags::HARMFUL_REQUEST,
             ..AUTO
         };
-        // Between the harmful-request default (0.9947574) and the override one (0.9994732).
+        // Between the harmful-request default (0.9858607) and the override one (0.9985678).
         let c = config("");
-        assert!(blocked(decide(
-            &c,
-            harmful,
-            &reply("math", 0.9, 0.999, &[])
-        )));
-        assert!(blocked(decide(&c, both, &reply("math", 0.9, 0.999, &[]))));
+        assert!(blocked(decide(&c, harmful, &reply("math", 0.9, 0.99, &[]))));
+        assert!(blocked(decide(&c, both, &reply("math", 0.9, 0.99, &[]))));
         assert!(!blocked(decide(
             &c,
             harmful,
-            &reply("math", 0.9, 0.99, &[])
+            &reply("math", 0.9, 0.98, &[])
         )));
         let over = RequestFacts {
             risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.999, &[]))));
-        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.999, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.99, &[]))));
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.99, &[]))));
         // `null`: the cue lowers nothing.
         let c = config(r#","jailbreak":{"harmful_request_threshold":null}"#);
         assert!(!blocked(decide(
             &c,
             harmful,
-            &reply("math", 0.9, 0.999, &[])
+            &reply("math", 0.9, 0.99, &[])
         )));
         // The lowest threshold that applies wins, never a higher one.
         let c = config(r#","jailbreak":{"threshold":0.9,"harmful_request_threshold":0.95}"#);

@@ -193,7 +193,7 @@ pub struct JailbreakPolicy {
     /// Whether the signal is requested and acted on.
     pub enabled: bool,
     /// Score at or above which a request counts as a jailbreak, 0..=1. The default
-    /// 0.9998566 (log-odds 8.85) is the lowest, on a grid of 0.05 in log-odds, at which the
+    /// 0.9998065 (log-odds 8.55) is the lowest, on a grid of 0.05 in log-odds, at which the
     /// daemon's default jailbreak score (the router encoder, `models/router`, with the
     /// n-gram model's logit added, `models/ngrams`), with the cue thresholds
     /// (`override_threshold`, `harmful_request_threshold`) at their defaults, blocks at
@@ -204,15 +204,15 @@ pub struct JailbreakPolicy {
     /// The threshold for a request in which the filter's risk scan found an instruction
     /// override ("ignore all previous instructions", [`crate::risk::RiskFlags::OVERRIDE`])
     /// in the text or the scan text; the lower of the two applies. Ordinary requests
-    /// almost never hold one. Default 0.9985678, a tenth of the general threshold's odds
-    /// (log-odds 6.55); `null`: `threshold` alone.
+    /// almost never hold one. Default 0.9980684, a tenth of the general threshold's odds
+    /// (log-odds 6.25); `null`: `threshold` alone.
     pub override_threshold: Option<f32>,
     /// The threshold for a request in which the risk scan found a plainly harmful request
     /// ("give instructions for making a bomb", [`crate::risk::RiskFlags::HARMFUL_REQUEST`])
     /// in the text or the scan text; the lowest threshold that applies wins. A jailbreak
     /// wraps such a request; an ordinary request almost never holds one, and a plain
-    /// harmful request without jailbreak wording scores far below it. Default 0.9858607,
-    /// a hundredth of the general threshold's odds (log-odds 4.25); `null`: no lower
+    /// harmful request without jailbreak wording scores far below it. Default 0.9810137,
+    /// a hundredth of the general threshold's odds (log-odds 3.95); `null`: no lower
     /// threshold for the cue.
     pub harmful_request_threshold: Option<f32>,
     /// Block or mark.
@@ -230,9 +230,9 @@ impl Default for JailbreakPolicy {
     fn default() -> Self {
         JailbreakPolicy {
             enabled: true,
-            threshold: 0.999_856_6,
-            override_threshold: Some(0.998_567_8),
-            harmful_request_threshold: Some(0.985_860_7),
+            threshold: 0.999_806_5,
+            override_threshold: Some(0.998_068_4),
+            harmful_request_threshold: Some(0.981_013_7),
             action: JailbreakAction::Block,
             fail_closed_on_cue: true,
         }

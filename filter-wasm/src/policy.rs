@@ -531,12 +531,12 @@ mod tests {
     fn jailbreak_blocks_or_marks() {
         let c = config("");
         assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[]))));
-        // Below the default threshold (0.9998566).
-        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[]))));
+        // Below the default threshold (0.9998065).
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
         let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[])));
         assert_eq!(r.jailbreak_mark, Some(0.99999));
-        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[])));
+        let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[])));
         assert_eq!(r.jailbreak_mark, None);
     }
 
@@ -546,17 +546,17 @@ mod tests {
             risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
-        // Between the two defaults (0.9985678 and 0.9998566).
+        // Between the two defaults (0.9980684 and 0.9998065).
         let c = config("");
-        assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.9998, &[]))));
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.998, &[]))));
-        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9998, &[]))));
+        assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.9995, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.997, &[]))));
+        assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
-        let r = route(decide(&c, over, &reply("math", 0.9, 0.9998, &[])));
-        assert_eq!(r.jailbreak_mark, Some(0.9998));
+        let r = route(decide(&c, over, &reply("math", 0.9, 0.9995, &[])));
+        assert_eq!(r.jailbreak_mark, Some(0.9995));
         // `null`: the general threshold alone.
         let c = config(r#","jailbreak":{"override_threshold":null}"#);
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.9998, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.9995, &[]))));
         // The lower of the two applies.
         let c = config(r#","jailbreak":{"threshold":0.9,"override_threshold":0.95}"#);
         assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.92, &[]))));
@@ -573,14 +573,14 @@ mod tests {
             risk: RiskFlags::OVERRIDE | RiskFlags::HARMFUL_REQUEST,
             ..AUTO
         };
-        // Between the harmful-request default (0.9858607) and the override one (0.9985678).
+        // Between the harmful-request default (0.9810137) and the override one (0.9980684).
         let c = config("");
         assert!(blocked(decide(&c, harmful, &reply("math", 0.9, 0.99, &[]))));
         assert!(blocked(decide(&c, both, &reply("math", 0.9, 0.99, &[]))));
         assert!(!blocked(decide(
             &c,
             harmful,
-            &reply("math", 0.9, 0.98, &[])
+            &reply("math", 0.9, 0.97, &[])
         )));
         let over = RequestFacts {
             risk: RiskFlags::OVERRIDE,

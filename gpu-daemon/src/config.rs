@@ -181,12 +181,10 @@ pub struct LimitsConfig {
     /// Jailbreak: the extra passes (sentences scored alone, the filter's flagged sentences
     /// alone) run only while the text's best score is below this. They can only raise the
     /// maximum, so past the block threshold they cannot change the decision. When used,
-    /// keep it at or above the filter's `jailbreak.threshold`; 1 (the default): always run
-    /// them; 0: never. With `jailbreak_sentences_from` at 1 (off) only the flagged
-    /// sentences run: an instruction override padded with ordinary prose dilutes its
-    /// window, not its sentence. It compares the windows' score before an n-gram model's
-    /// logit is added (`models.jailbreak.ngrams`), so with one configured only 0 and 1
-    /// keep that promise.
+    /// keep it at or above the filter's `jailbreak.threshold`; 1: always run them; 0 (the
+    /// default): never (see `jailbreak_sentences_from`). It compares the windows' score
+    /// before an n-gram model's logit is added (`models.jailbreak.ngrams`), so with one
+    /// configured only 0 and 1 keep that promise.
     pub jailbreak_refine_below: f32,
     /// Jailbreak: most other readings of each text scored besides the text as written
     /// (0..=8), each scored only in windows over what it changed, with 64 tokens of context
@@ -214,7 +212,7 @@ impl Default for LimitsConfig {
             window_overlap: 64,
             max_windows: 64,
             jailbreak_sentences_from: 1.0,
-            jailbreak_refine_below: 1.0,
+            jailbreak_refine_below: 0.0,
             max_readings: 3,
             anchored_windows: 0,
         }

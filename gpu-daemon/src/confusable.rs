@@ -131,7 +131,7 @@ fn compatibility_form(c: char) -> Option<char> {
 /// an ASCII digit is leetspeak (`१gn०re a११` for "1gn0re a11"), and folding it lets the
 /// leetspeak reading ([`crate::encoded`]) read the word.
 fn other_script_digit(c: char) -> Option<char> {
-    ascii_form(c).filter(|a| a.is_ascii_digit() && !c.is_ascii())
+    ascii_form(c).filter(char::is_ascii_digit)
 }
 
 /// The text hidden in `text`'s tag characters, read alone: each hidden tag character

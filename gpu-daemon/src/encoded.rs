@@ -25,6 +25,7 @@ use base64::alphabet;
 use base64::engine::general_purpose::{GeneralPurpose, GeneralPurposeConfig};
 use base64::engine::DecodePaddingMode;
 use base64::Engine as _;
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// Filler after a decoded payload: a control character the tokenizers drop.
@@ -516,7 +517,12 @@ pub fn leet_reading(text: &str) -> Option<String> {
         }
     }
     let inner = |w: &[u8]| {
-        let w: Vec<u8> = w.iter().copied().filter(|&x| x != PAD as u8).collect();
+        // Most words hold no pad byte: only those are copied without it.
+        let w: Cow<'_, [u8]> = if w.contains(&(PAD as u8)) {
+            Cow::Owned(w.iter().copied().filter(|&x| x != PAD as u8).collect())
+        } else {
+            Cow::Borrowed(w)
+        };
         w.windows(3).enumerate().any(|(k, x)| {
             // `x[1]` starts a run of leetspeak characters after a letter; the run ends
             // before a letter.

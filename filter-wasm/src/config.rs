@@ -161,6 +161,18 @@ pub struct Decision {
     pub client_values: ClientValues,
 }
 
+/// The personal-data cues the daemon's validated patterns settle alone: an e-mail address,
+/// a Luhn-valid card number, a mod-97-valid IBAN, an SSN and an IP address are found by
+/// the daemon's patterns wherever the filter's risk scan finds them (the same validations;
+/// the patterns run on every request that asks for PII, over the sentences compression
+/// dropped too), so such a cue alone does not make the PII model read its sentences. A
+/// phone number is not among them: its formats vary more than the patterns cover.
+const PATTERN_SETTLED: RiskFlags = RiskFlags::EMAIL
+    .union(RiskFlags::CARD)
+    .union(RiskFlags::IBAN)
+    .union(RiskFlags::SSN)
+    .union(RiskFlags::IP);
+
 /// Longest `system_prompt` accepted, bytes.
 pub const MAX_SYSTEM_PROMPT_BYTES: usize = 64 * 1024;
 
@@ -271,10 +283,11 @@ pub enum PiiAction {
 #[serde(rename_all = "snake_case")]
 pub enum PiiModelPass {
     /// Only when a sentence that compression kept holds a personal-data cue of the
-    /// filter's risk scan (a validated pattern, an address or identity context, or a name
-    /// in context where the policy acts on `PERSON`: [`FilterConfig::pii_model_cues`]);
-    /// the model then reads those sentences and their neighbours. Otherwise the daemon
-    /// runs its validated patterns alone (`ClassifyRequest.pii_patterns_only`), over the
+    /// filter's risk scan that the daemon's patterns do not settle alone (a phone number,
+    /// an address or identity context, or a name in context where the policy acts on
+    /// `PERSON`: [`FilterConfig::pii_model_cues`]); the model then reads those sentences,
+    /// with their neighbours where they are lines of a record. Otherwise the daemon runs
+    /// its validated patterns alone (`ClassifyRequest.pii_patterns_only`), over the
     /// sentences compression dropped too (`ClassifyRequest.pattern_text`).
     #[default]
     OnCue,
@@ -449,10 +462,11 @@ impl FilterConfig {
         ] {
             *p = crate::request_path::canonical(p);
         }
+        let cues = RiskFlags::PII.difference(PATTERN_SETTLED);
         config.pii_model_cues = if config.acts_on_pii_type("PERSON") {
-            RiskFlags::PII
+            cues
         } else {
-            RiskFlags::PII.difference(RiskFlags::NAME)
+            cues.difference(RiskFlags::NAME)
         };
         Ok(config)
     }
@@ -632,10 +646,10 @@ impl FilterConfig {
     }
 
     /// The risk-scan kinds that make the daemon's PII model read a request under
-    /// `pii.model_pass: on_cue`: every personal-data kind ([`RiskFlags::PII`]), except a
-    /// name in context where no request can be acted on for a `PERSON` (the name is
-    /// allowed everywhere): then only the kinds of the types the policy acts on (an
-    /// address, an identity number, a validated pattern) call for the model.
+    /// `pii.model_pass: on_cue`: every personal-data kind ([`RiskFlags::PII`]) but those
+    /// the daemon's validated patterns settle alone (`PATTERN_SETTLED`: e-mail, card,
+    /// IBAN, SSN, IP address), and but a name in context where no request can be acted
+    /// on for a `PERSON` (the name is allowed everywhere).
     pub fn pii_model_cues(&self) -> RiskFlags {
         self.pii_model_cues
     }
@@ -673,12 +687,13 @@ mod tests {
                 .unwrap()
                 .pii_model_cues()
         };
+        let every = RiskFlags::PII.difference(PATTERN_SETTLED);
         // No allow list: a PERSON is denied, so a name is a cue.
-        assert_eq!(cues(r#"{"default_model":"m"}"#), RiskFlags::PII);
+        assert_eq!(cues(r#"{"default_model":"m"}"#), every);
         // Allowed everywhere: the other personal-data kinds only.
         let allowed = cues(r#"{"default_model":"m","pii":{"allow":["person"]}}"#);
         assert!(!allowed.contains(RiskFlags::NAME));
-        assert!(allowed.contains(RiskFlags::ADDRESS | RiskFlags::IDENTITY | RiskFlags::EMAIL));
+        assert!(allowed.contains(RiskFlags::ADDRESS | RiskFlags::IDENTITY | RiskFlags::PHONE));
         // Masked, denied by a decision's own allow list, or named by a rule: a cue again.
         for json in [
             r#"{"default_model":"m","pii":{"allow":["PERSON"],"mask":["PERSON"]}}"#,
@@ -687,8 +702,26 @@ mod tests {
             r#"{"default_model":"m","pii":{"enabled":false,"allow":["PERSON"]},
                 "decisions":[{"name":"d","model":"x","when":{"pii_types":["PERSON"]}}]}"#,
         ] {
-            assert_eq!(cues(json), RiskFlags::PII, "{json}");
+            assert_eq!(cues(json), every, "{json}");
         }
+    }
+
+    #[test]
+    fn a_cue_the_daemon_patterns_settle_does_not_call_for_the_pii_model() {
+        let cues = FilterConfig::from_json(br#"{"default_model":"m"}"#)
+            .unwrap()
+            .pii_model_cues();
+        for kind in [
+            RiskFlags::EMAIL,
+            RiskFlags::CARD,
+            RiskFlags::IBAN,
+            RiskFlags::SSN,
+            RiskFlags::IP,
+        ] {
+            assert!(!cues.intersects(kind), "{kind:?}");
+        }
+        // A phone number's formats vary more than the patterns cover: the model reads it.
+        assert!(cues.contains(RiskFlags::PHONE));
     }
 
     #[test]

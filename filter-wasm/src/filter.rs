@@ -568,8 +568,8 @@ impl HttpFilter {
         } else {
             Vec::new()
         };
-        // Under `on_cue` the PII model reads only the sentences with a cue and their
-        // neighbours (`pii_sentences`), so a long prompt with one address in it costs a
+        // Under `on_cue` the PII model reads only the sentences with a cue, and the
+        // neighbours of record lines (`pii_sentences`), so a long prompt with one address in it costs a
         // pass over a few sentences, not over the whole budget. Where compression kept no
         // such sentence (a long document whose cue sentences lost their place to
         // jailbreak cues), the model has nothing to read: the daemon runs its patterns,

@@ -145,10 +145,11 @@ pub struct Compressed {
     /// whether the text around it was dropped or not.
     pub flagged_sentences: Vec<Range<usize>>,
     /// Byte ranges in `text` of the sentences flagged with a kind of the builder's PII
-    /// cues ([`PromptBuilder::set_pii_cues`]), each widened to the kept sentence before and
-    /// after it, merged where they touch, in text order, at most [`MAX_FLAGGED_SENTENCES`]:
-    /// what the daemon's PII model reads (`ClassifyRequest.pii_sentences`). Empty without
-    /// cues.
+    /// cues ([`PromptBuilder::set_pii_cues`]), each widened to the sentence before and
+    /// after it where that one was its neighbour in the prompt too and one of the two is a
+    /// short line of a record (an address block's lines), merged where they touch, in text
+    /// order, at most [`MAX_FLAGGED_SENTENCES`]: what the daemon's PII model reads
+    /// (`ClassifyRequest.pii_sentences`). Empty without cues.
     pub pii_sentences: Vec<Range<usize>>,
     /// Microseconds spent in this builder: incremental work in `push_str` / `end_segment`
     /// plus this compression (0 when no clock is available).

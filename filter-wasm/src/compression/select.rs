@@ -11,6 +11,10 @@ const SHORT_LINE_CENTI: u32 = 1600;
 /// record is a fragment of it ("18." in "Belgrád rkp. 18. Apt. 417").
 const FRAGMENT_CENTI: u32 = 400;
 
+/// Longest sentence (bytes) that counts as a line of a personal-data record (about 16
+/// tokens, as [`SHORT_LINE_CENTI`]) when a PII cue sentence is widened to its neighbours.
+const RECORD_LINE_BYTES: usize = 64;
+
 /// How one step of the risk-first selection picks sentences of its tier.
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -20,6 +24,16 @@ enum Step {
     Context,
     /// The short lines of a kept personal-data sentence's record.
     RecordLines,
+}
+
+/// One sentence of the text sent: its byte range there and its risk kinds.
+#[derive(Debug, Clone)]
+pub(super) struct Mark {
+    pub(super) range: Range<usize>,
+    pub(super) risk: RiskFlags,
+    /// Directly follows the sentence before it in the text sent in the prompt too (the
+    /// next sentence: none dropped between them).
+    pub(super) follows: bool,
 }
 
 impl PromptBuilder {
@@ -429,8 +443,8 @@ impl PromptBuilder {
     }
 
     /// Every sentence of [`PromptBuilder::original_text`] (segments joined by line breaks)
-    /// as its byte range there and its risk kinds, in text order.
-    pub(super) fn original_marks(&self) -> Vec<(Range<usize>, RiskFlags)> {
+    /// as its [`Mark`], in text order.
+    pub(super) fn original_marks(&self) -> Vec<Mark> {
         let mut out = Vec::new();
         // Where the segment starts in the joined text.
         let mut base = 0usize;
@@ -441,7 +455,11 @@ impl PromptBuilder {
                 .unwrap_or_default()
             {
                 let a = base + s.start.saturating_sub(seg.start);
-                out.push((a..a + s.end.saturating_sub(s.start), s.risk));
+                out.push(Mark {
+                    range: a..a + s.end.saturating_sub(s.start),
+                    risk: s.risk,
+                    follows: !out.is_empty(),
+                });
             }
             base += seg.end - seg.start + 1;
         }
@@ -449,27 +467,35 @@ impl PromptBuilder {
     }
 
     /// [`Compressed::flagged_sentences`] and [`Compressed::pii_sentences`] of a text whose
-    /// sentences are `marks` (byte ranges and risk kinds, in text order).
-    pub(super) fn marked(
-        &self,
-        marks: &[(Range<usize>, RiskFlags)],
-    ) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
+    /// sentences are `marks` (in text order). A PII cue sentence is widened to the sentence
+    /// before and after it where that sentence was its neighbour in the prompt too (a kept
+    /// sentence from elsewhere in a long prompt is no context for the PII model, only
+    /// tokens to read) and one of the two is a record line of at most
+    /// [`RECORD_LINE_BYTES`]: the name, street, city and country lines of an address block
+    /// are read together, while a long prose sentence holds its own address.
+    pub(super) fn marked(&self, marks: &[Mark]) -> (Vec<Range<usize>>, Vec<Range<usize>>) {
         let flagged = marks
             .iter()
-            .filter(|(_, risk)| risk.intersects(SCORED_ALONE))
+            .filter(|m| m.risk.intersects(SCORED_ALONE))
             .take(MAX_FLAGGED_SENTENCES)
-            .map(|(r, _)| r.clone())
+            .map(|m| m.range.clone())
             .collect();
         let mut pii: Vec<Range<usize>> = Vec::new();
         if !self.pii_cues.is_empty() {
-            for (i, (range, risk)) in marks.iter().enumerate() {
-                if !risk.intersects(self.pii_cues) {
+            for (i, m) in marks.iter().enumerate() {
+                if !m.risk.intersects(self.pii_cues) {
                     continue;
                 }
-                let before = i.checked_sub(1).and_then(|k| marks.get(k));
-                let after = marks.get(i + 1);
-                let span = before.map_or(range.start, |(r, _)| r.start)
-                    ..after.map_or(range.end, |(r, _)| r.end);
+                let short = m.range.len() <= RECORD_LINE_BYTES;
+                let near = |n: &&Mark| short || n.range.len() <= RECORD_LINE_BYTES;
+                let before = i
+                    .checked_sub(1)
+                    .and_then(|k| marks.get(k))
+                    .filter(|_| m.follows)
+                    .filter(near);
+                let after = marks.get(i + 1).filter(|a| a.follows).filter(near);
+                let span = before.map_or(m.range.start, |b| b.range.start)
+                    ..after.map_or(m.range.end, |a| a.range.end);
                 let full = pii.len() == MAX_FLAGGED_SENTENCES;
                 match pii.last_mut() {
                     Some(prev) if span.start <= prev.end => prev.end = prev.end.max(span.end),
@@ -482,8 +508,8 @@ impl PromptBuilder {
     }
 
     /// Joins kept sentences (ascending indices); see [`Compressed::text`]. Also returns
-    /// each kept sentence's byte range in the joined text and its risk kinds.
-    pub(super) fn assemble(&self, kept: &[usize]) -> (String, Vec<(Range<usize>, RiskFlags)>) {
+    /// each kept sentence's [`Mark`] in the joined text.
+    pub(super) fn assemble(&self, kept: &[usize]) -> (String, Vec<Mark>) {
         let cap: usize = kept
             .iter()
             .filter_map(|&i| self.sentences.get(i))
@@ -511,7 +537,11 @@ impl PromptBuilder {
             }
             let at = t.len();
             t.push_str(self.text.get(s.start..s.end).unwrap_or(""));
-            marks.push((at..t.len(), s.risk));
+            marks.push(Mark {
+                range: at..t.len(),
+                risk: s.risk,
+                follows: prev.is_some_and(|(p, _)| i == p + 1),
+            });
             prev = Some((i, s));
         }
         (t, marks)

@@ -149,6 +149,35 @@ fn pii_sentences_are_the_cue_sentences_with_their_neighbours() {
     assert!(plain.pii_sentences.is_empty());
     assert_eq!(plain.text, r.text);
     assert_eq!(plain.flagged_sentences, r.flagged_sentences);
+    // Where the sentences kept around it were not its neighbours in the prompt (a tight
+    // budget keeps the address and the pinned question, from different places), the
+    // span is the cue sentence alone: a sentence from elsewhere is no context for the
+    // PII model.
+    let question = "Which of these points matters most for the release?";
+    let notes = format!("{} {address} {}", filler(300, 4), filler(300, 5));
+    let mut b = build(&cfg(40), &[&notes, question]);
+    b.set_pii_cues(RiskFlags::PII);
+    let r = b.compress_to_budget(&[1]);
+    assert!(r.compressed);
+    assert!(
+        r.text.contains(address) && r.text.contains(question),
+        "{r:?}"
+    );
+    assert_eq!(r.pii_sentences.len(), 1, "{r:?}");
+    assert_eq!(&r.text[r.pii_sentences[0].clone()], address, "{r:?}");
+    // A long prose sentence holds its own address: its long neighbours are not read.
+    let prose = "She moved into the house at 87 Osric Ports, Salem, and has kept that address for \
+                 nearly twenty years now.";
+    let long = format!(
+        "The committee met for a long afternoon session to review every plan for the year. \
+         {prose} The next meeting is set for the first week of the spring term in the hall."
+    );
+    let mut b = build(&c, &[&long]);
+    b.set_pii_cues(RiskFlags::PII);
+    let r = b.compress_to_budget(&[]);
+    assert!(!r.compressed);
+    assert_eq!(r.pii_sentences.len(), 1, "{r:?}");
+    assert_eq!(&r.text[r.pii_sentences[0].clone()], prose, "{r:?}");
     // A short text is sent whole, its cue sentence named all the same.
     let mut b = build(&c, &["Hello there. My e-mail is jane@example.com. Thanks!"]);
     b.set_pii_cues(RiskFlags::PII);

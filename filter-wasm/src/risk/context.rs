@@ -69,6 +69,14 @@ impl ContextScanner {
         at.is_some_and(|a| n - a <= k)
     }
 
+    /// Whether the word `k` back is a part of a clock time: the hour before a colon or
+    /// the minutes or seconds after one ("10:01", "05:11:14").
+    pub(super) fn clock_part(&self, k: usize) -> bool {
+        let w = self.back(k);
+        let before = self.back(k + 1);
+        w.numeric() && (w.after == ':' || before.numeric() && before.after == ':')
+    }
+
     /// Whether the words from `k` back to "in" or "at" are the start of a place name: up to
     /// three capitalised words or name particles, one space apart, after which come the
     /// name's last word and a postal code ("in Quinta de São Tiago 3610-114": from "São"
@@ -348,7 +356,13 @@ impl ContextScanner {
         // Addresses: a house number before a street word, or a street name before a number.
         let street_cur =
             cur.in_list(Lex::STREET) && (cur.cap || matches!(c, b"rue" | b"str" | b"calle"));
-        if street_cur && (1..=4).any(|k| self.back(k).house_number()) {
+        // Not a part of a clock time ("[10:01] <Dr_Willis>" in a chat log) or a year that
+        // ends a phrase ("In 2004, Coronation Street").
+        let house_before = |k: usize| {
+            let w = self.back(k);
+            w.house_number() && !self.clock_part(k) && !(w.year_like() && w.after == ',')
+        };
+        if street_cur && (1..=4).any(house_before) {
             f |= RiskFlags::ADDRESS;
         }
         if house
@@ -608,6 +622,9 @@ impl ContextScanner {
             && first.after == '\0'
             && !is_document_part(p1.text())
             && !is_document_part(name.text())
+            // A date: "Thu, 10 Feb 2022", "on 25 February 1994".
+            && !is_month(p1.text())
+            && !is_month(name.text())
         {
             f |= RiskFlags::ADDRESS;
         }
@@ -709,8 +726,10 @@ impl ContextScanner {
             b"at" | b"on" | b"in" => {
                 matches!(
                     p2.text(),
-                    b"lives" | b"live" | b"living" | b"located" | b"arrived" | b"im"
-                ) || p1_cue == b"at"
+                    b"lives" | b"live" | b"living" | b"located" | b"arrived"
+                ) // "I'm in Leeds", "im at Kafe Bar"; "I'm on Ubuntu 16.04" is a version.
+                    || p2.is(b"im") && p1_cue != b"on"
+                    || p1_cue == b"at"
                     // "meet me at", "we'll meet at", "we'll meet Thursday at".
                     && (matches!(p2.text(), b"me" | b"you" | b"us") && p3.is(b"meet")
                         || p2.is(b"meet")

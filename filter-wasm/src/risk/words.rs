@@ -255,7 +255,8 @@ pub(super) fn foreign_hash(w: &str) -> u64 {
 }
 
 /// Words that name a part of a document or a series, which a number may follow and
-/// precede ("Table 3 Figure 4", "Chapter 12 Section 3"): not a street or a place.
+/// precede ("Table 3 Figure 4", "Chapter 12 Section 3"), or a numbered standard ("RFC
+/// 5322", "ISO 8601", "PEP 3000"): not a street or a place.
 pub(super) fn is_document_part(w: &[u8]) -> bool {
     matches!(
         w,
@@ -302,6 +303,10 @@ pub(super) fn is_document_part(w: &[u8]) -> bool {
             | b"experiment"
             | b"room"
             | b"apollo"
+            | b"rfc"
+            | b"iso"
+            | b"pep"
+            | b"cve"
     )
 }
 

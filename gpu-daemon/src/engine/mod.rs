@@ -125,7 +125,7 @@ pub struct ClassifyInput {
     pub pii_patterns_only: bool,
     /// Byte ranges of `text` (valid, on character boundaries) that the PII model reads
     /// when the request carries any here or in `scan_pii_sentences`: the sentences with
-    /// a personal-data cue and their neighbours (`ClassifyRequest.pii_sentences`). At
+    /// a personal-data cue, with their record lines (`ClassifyRequest.pii_sentences`). At
     /// most [`MAX_FLAGGED_SENTENCES`] are read. None in either: the model reads both
     /// texts whole.
     pub pii_sentences: Vec<Range<usize>>,

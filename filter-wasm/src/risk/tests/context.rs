@@ -507,6 +507,34 @@ fn exam_style_text_is_not_flagged_as_personal() {
 }
 
 #[test]
+fn chat_logs_dates_versions_and_standards_are_no_address() {
+    for t in [
+        "[10:01] <Dr_Willis> leave one section unallocated and the installer can use it",
+        "RECEIVED DATE: Thu, 10 Feb 2022 05:11:14 +0000",
+        "On 25 February 1994, the battalion was amalgamated with other units.",
+        "In 2004, Coronation Street pulled away from its rival in the ratings.",
+        "- [RFC 5322](https://datatracker.ietf.org/doc/html/rfc5322)",
+        "ISO 8601 format with a UTC offset",
+        "I'm on Ubuntu 16.04.",
+    ] {
+        assert!(
+            !scan_pii(t).intersects(RiskFlags::ADDRESS),
+            "{t}: {}",
+            scan_pii(t)
+        );
+    }
+    // The forms those rules are for still count.
+    for t in [
+        "Lives at 12 Main St and walks to work.",
+        "We moved to 7 Park Dr last spring.",
+        "Contact: Foundation, 4596 Tylova 285",
+        "I'm in Leeds this week.",
+    ] {
+        assert!(has(t, RiskFlags::ADDRESS), "{t}");
+    }
+}
+
+#[test]
 fn context_scanner_handles_odd_input() {
     for t in [
         "",

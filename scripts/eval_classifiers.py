@@ -119,10 +119,14 @@ def compress(rows: list[dict], compression: dict) -> list[dict]:
 
 
 def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], dict[str, np.ndarray]]:
-    """What the filter sends for each row's text (compressed text and flagged sentences),
-    and, per cue kind that lowers the threshold, whether its risk scan found it in the text."""
+    """What the filter sends for each row's text (compressed text, flagged sentences and the
+    prompt's estimated tokens before compression), and, per cue kind that lowers the
+    threshold, whether its risk scan found it in the text."""
     comp = compress(rows, compression)
-    view = [{"text": c["text"], "flagged_sentences": c["flagged_sentences"]} for c in comp]
+    view = [
+        {"text": c["text"], "flagged_sentences": c["flagged_sentences"], "original_tokens": c["original_tokens"]}
+        for c in comp
+    ]
     return view, {kind: np.array([kind in c["risk"] for c in comp], dtype=bool) for kind in CUE_THRESHOLD_KEYS}
 
 

@@ -181,11 +181,30 @@ pub struct LimitsConfig {
     /// Jailbreak: the extra passes (sentences scored alone, the filter's flagged sentences
     /// alone) run only while the text's best score is below this. They can only raise the
     /// maximum, so past the block threshold they cannot change the decision. When used,
-    /// keep it at or above the filter's `jailbreak.threshold`; 1: always run them; 0 (the
-    /// default): never (see `jailbreak_sentences_from`). It compares the windows' score
+    /// keep it at or above the filter's `jailbreak.threshold`; 1 (the default): always run
+    /// them (the flagged sentences within the next two limits; a window's sentences only
+    /// under `jailbreak_sentences_from`); 0: never. It compares the windows' score
     /// before an n-gram model's logit is added (`models.jailbreak.ngrams`), so with one
     /// configured only 0 and 1 keep that promise.
     pub jailbreak_refine_below: f32,
+    /// Jailbreak: the extra passes run only while the windows' score with the n-gram
+    /// model's logit added (`models.jailbreak.ngrams`; without one, the windows' score) is
+    /// at least this (0..=1; 0: any score). Plainly benign text scores far below it, and
+    /// a sentence scored alone costs a pass: on the calibration split, of the prompts of
+    /// at most 1,024 tokens with a flagged sentence, 0.01 keeps 126 of 127 jailbreaks and
+    /// 23 of 60 benign ones.
+    pub jailbreak_refine_from: f32,
+    /// Jailbreak: the filter's flagged sentences are scored alone (under
+    /// `jailbreak_refine_below`) only in a prompt of at most this many tokens before
+    /// compression (`ClassifyRequest.reduction.original_tokens`, else the text's own). An
+    /// instruction override among a few ordinary sentences is diluted in its window, not
+    /// alone; in a long document a flagged sentence is most often a quoted attack (a
+    /// security guide, a paper on jailbreaks), which alone can score as high as a live one.
+    pub jailbreak_flagged_alone_max_tokens: u32,
+    /// Jailbreak: the filter's flagged sentences are scored alone only in a request with
+    /// at most this many of them (0..=64; 0: never): a text dense with cues already holds
+    /// them in its windows, and each sentence alone costs a pass.
+    pub jailbreak_flagged_alone_max_sentences: usize,
     /// Jailbreak: most other readings of each text scored besides the text as written
     /// (0..=8), each scored only in windows over what it changed, with 64 tokens of context
     /// on each side: the text with invisible characters as spaces, then as written, each
@@ -212,7 +231,10 @@ impl Default for LimitsConfig {
             window_overlap: 64,
             max_windows: 64,
             jailbreak_sentences_from: 1.0,
-            jailbreak_refine_below: 0.0,
+            jailbreak_refine_below: 1.0,
+            jailbreak_refine_from: 0.01,
+            jailbreak_flagged_alone_max_tokens: 1024,
+            jailbreak_flagged_alone_max_sentences: 4,
             max_readings: 3,
             anchored_windows: 0,
         }
@@ -421,10 +443,19 @@ impl DaemonConfig {
         if !(0.0..=1.0).contains(&l.jailbreak_refine_below) {
             return Err(invalid("limits.jailbreak_refine_below", "must be in 0..=1"));
         }
+        if !(0.0..=1.0).contains(&l.jailbreak_refine_from) {
+            return Err(invalid("limits.jailbreak_refine_from", "must be in 0..=1"));
+        }
         if !(0.0..=1.0).contains(&l.jailbreak_sentences_from) {
             return Err(invalid(
                 "limits.jailbreak_sentences_from",
                 "must be in 0..=1 (1: off)",
+            ));
+        }
+        if l.jailbreak_flagged_alone_max_sentences > semroute_proto::MAX_FLAGGED_SENTENCES {
+            return Err(invalid(
+                "limits.jailbreak_flagged_alone_max_sentences",
+                "must be in 0..=64",
             ));
         }
         if l.max_readings > 8 {

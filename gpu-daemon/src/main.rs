@@ -392,6 +392,10 @@ struct InputLine {
     /// The same for `scan_text`.
     #[serde(default)]
     scan_pii_sentences: Vec<[usize; 2]>,
+    /// Estimated tokens of the prompt before compression (what the filter sends as
+    /// `reduction.original_tokens`); 0: `text`'s own tokens.
+    #[serde(default)]
+    original_tokens: u32,
 }
 
 /// The engine's input for one `classify` line. Errors: a span that is not a range of
@@ -411,6 +415,7 @@ fn classify_input(l: InputLine, signals: SignalSet) -> Result<ClassifyInput, Spa
         scan_pii_sentences: ranges("scan_pii_sentences", &l.scan_pii_sentences, &l.scan_text)?,
         pattern_text: l.pattern_text,
         pii_patterns_only: l.pii_patterns_only,
+        original_tokens: l.original_tokens,
         text: l.text,
         scan_text: l.scan_text,
         signals,
@@ -546,6 +551,7 @@ fn classify_lines(
             pii_patterns_only: false,
             pii_sentences: Vec::new(),
             scan_pii_sentences: Vec::new(),
+            original_tokens: 0,
         }))?;
     } else {
         let reader: Box<dyn BufRead> = match input {

@@ -102,6 +102,7 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         scan_flagged_sentences,
         pattern_text,
         pii_patterns_only: req.pii_patterns_only,
+        original_tokens: req.reduction.map_or(0, |r| r.original_tokens),
         pii_sentences,
         scan_pii_sentences,
     })

@@ -56,7 +56,11 @@ impl SequenceSignals {
             j.encoder_score = j.score;
             if let Some(scorer) = &self.jailbreak_ngrams {
                 let t0 = Instant::now();
-                let logit = ngram_logit(scorer, input, self.limits.max_readings);
+                // Read before the refinement where the encoder's head ran (see
+                // `sequence::plan_refinement`); the same texts, so the same logit.
+                let logit = j
+                    .ngram_logit
+                    .unwrap_or_else(|| ngram_logit(scorer, input, self.limits.max_readings));
                 j.ngram_logit = Some(logit);
                 j.score = NgramScorer::combine(j.score, logit.max(NGRAM_LOGIT_FLOOR));
                 out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
@@ -70,7 +74,7 @@ impl SequenceSignals {
 /// each of those once per writing system where it mixes systems ([`per_script_texts`]),
 /// and the flagged sentences of both, each alone with its readings (at most
 /// [`MAX_FLAGGED_JOBS`] such texts, each sentence as written first).
-fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize) -> f32 {
+pub(super) fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize) -> f32 {
     let scan_text = Some(&input.scan_text).filter(|t| !t.is_empty());
     let mut best = f32::NEG_INFINITY;
     for text in std::iter::once(&input.text).chain(scan_text) {

@@ -119,6 +119,10 @@ pub struct ClassifyInput {
     /// Sentences that compression left out but that hold a validated personal-data
     /// pattern: scanned by the PII patterns only (`ClassifyRequest.pattern_text`).
     pub pattern_text: String,
+    /// Estimated tokens of the prompt before the filter compressed it into `text`
+    /// (`ClassifyRequest.reduction.original_tokens`); 0 when unknown (then `text`'s own
+    /// tokens count).
+    pub original_tokens: u32,
     /// The PII signal runs its validated patterns only, not the model
     /// (`ClassifyRequest.pii_patterns_only`: the filter's risk scan found no
     /// personal-data cue in the request).

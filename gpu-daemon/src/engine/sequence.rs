@@ -27,6 +27,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::domain_ngrams::{domain_probabilities, DomainNgrams};
+use super::jailbreak_ngrams::{ngram_logit, NGRAM_LOGIT_FLOOR};
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::windows::{
     anchored_windows, byte_span, changed_windows, flagged_pieces, plan_windows, sentences_to_score,
@@ -155,6 +156,15 @@ impl SequenceSignals {
         let inference_us = t1.elapsed().as_micros() as u64;
         let t2 = Instant::now();
         let scores = score_windows(&first, &embeddings, &heads, encoder.hidden, inputs, outputs);
+        // The n-gram model's logit, read now: the refinement's floor compares the score
+        // with it (a window the encoder finds ambiguous may be plainly benign to both).
+        if let Some(scorer) = &self.jailbreak_ngrams {
+            for (input, out) in inputs.iter().zip(outputs.iter_mut()) {
+                if let Some(j) = out.jailbreak.as_mut() {
+                    j.ngram_logit = Some(ngram_logit(scorer, input, limits.max_readings));
+                }
+            }
+        }
         let sentences = plan_refinement(
             &encoder.tokenizer,
             &heads,
@@ -390,13 +400,19 @@ fn plan_refinement(
     first: &WindowPass<'_>,
     scores: &WindowScores,
 ) -> Result<Vec<EncoderJob>, EngineError> {
-    let refine_below = limits.jailbreak_refine_below;
+    let (from, below) = (limits.jailbreak_refine_from, limits.jailbreak_refine_below);
+    // Decided by the windows (the encoder's score at `below` or above), or too plainly
+    // benign for one sentence's pass to be worth its cost (the score with the n-gram
+    // model's logit below `from`).
     let decided: Vec<bool> = outputs
         .iter()
         .map(|o| {
-            o.jailbreak
-                .as_ref()
-                .is_some_and(|j| j.score >= refine_below)
+            o.jailbreak.as_ref().is_some_and(|j| {
+                let combined = j.ngram_logit.map_or(j.score, |l| {
+                    NgramScorer::combine(j.score, l.max(NGRAM_LOGIT_FLOOR))
+                });
+                j.score >= below || combined < from
+            })
         })
         .collect();
     let mut jobs: Vec<EncoderJob> = Vec::new();
@@ -411,11 +427,29 @@ fn plan_refinement(
         if !(input.signals.jailbreak && heads.jailbreak.is_some()) || decided[req] {
             continue;
         }
+        if !flagged_alone_applies(input, outputs[req].input_tokens, limits) {
+            continue;
+        }
         jobs.extend(flagged_sentence_jobs(
             tokenizer, req, input, limits, &passed,
         )?);
     }
     Ok(jobs)
+}
+
+/// Whether `input`'s flagged sentences are scored alone: a prompt of at most
+/// `limits.jailbreak_flagged_alone_max_tokens` before compression (`input_tokens`, the
+/// text's own, where the filter did not say) with at most
+/// `limits.jailbreak_flagged_alone_max_sentences` of them.
+fn flagged_alone_applies(input: &ClassifyInput, input_tokens: u32, limits: &LimitsConfig) -> bool {
+    let prompt_tokens = if input.original_tokens > 0 {
+        input.original_tokens
+    } else {
+        input_tokens
+    };
+    let flagged = input.flagged(Part::Text).count() + input.flagged(Part::ScanText).count();
+    prompt_tokens <= limits.jailbreak_flagged_alone_max_tokens
+        && flagged <= limits.jailbreak_flagged_alone_max_sentences
 }
 
 /// The sentences of each undecided request's windows to refine ([`windows_to_refine`]),

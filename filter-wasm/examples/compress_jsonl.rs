@@ -46,8 +46,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .flatten()
         {
             let name = name.as_str().unwrap_or_default();
-            match RiskFlags::KINDS.iter().find(|(_, n)| *n == name) {
-                Some((kind, _)) => cues |= *kind,
+            match RiskFlags::named(name) {
+                Some(kind) => cues |= kind,
                 None => return Err(format!("unknown risk kind {name:?} in pii_cues").into()),
             }
         }
@@ -56,8 +56,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder.end_segment();
         let c = builder.finish(&[]);
         // Compacted as the filter's `Classify` request carries it.
-        let (sent, flagged) = compact_text(&c.text, &c.flagged_sentences);
-        let (_, pii) = compact_text(&c.text, &c.pii_sentences);
+        let (sent, spans) = compact_text(&c.text, &[&c.flagged_sentences, &c.pii_sentences]);
+        let (flagged, pii) = (&spans[0], &spans[1]);
         let result = serde_json::json!({
             "text": sent,
             "original_tokens": c.original_tokens,

@@ -98,11 +98,15 @@ pub fn classify_request(parts: ClassifyParts) -> Option<ClassifyRequest> {
     })
 }
 
-/// `text` and its sentence `spans` compacted as the `Classify` request carries them
-/// ([`compact`]): for tools that show what the filter sends.
-pub fn compact_text(text: &str, spans: &[Range<usize>]) -> (String, Vec<Range<usize>>) {
+/// `text` and each list of its sentence spans (`span_lists`: flagged, PII, ...) compacted
+/// as the `Classify` request carries them ([`compact`]): for tools that show what the
+/// filter sends.
+pub fn compact_text(
+    text: &str,
+    span_lists: &[&[Range<usize>]],
+) -> (String, Vec<Vec<Range<usize>>>) {
     let c = compact(text);
-    let spans = c.map_ranges(spans);
+    let spans = span_lists.iter().map(|s| c.map_ranges(s)).collect();
     (c.text, spans)
 }
 

@@ -133,6 +133,13 @@ impl RiskFlags {
             .filter(move |(k, _)| self.contains(*k))
             .map(|(_, n)| n)
     }
+    /// The kind named `name` (as [`RiskFlags::names`] writes it), if any.
+    pub fn named(name: &str) -> Option<RiskFlags> {
+        RiskFlags::KINDS
+            .into_iter()
+            .find(|(_, n)| *n == name)
+            .map(|(k, _)| k)
+    }
     /// Index in [`RiskFlags::KINDS`] of the most severe kind set, if any.
     pub fn severity_rank(self) -> Option<usize> {
         RiskFlags::KINDS.iter().position(|(k, _)| self.contains(*k))

@@ -40,6 +40,12 @@ use crate::models::ngrams::{prefix, NgramScorer};
 /// On the validation split no decision changes with it.
 pub const NGRAM_LOGIT_FLOOR: f32 = -6.0;
 
+/// `score` with the n-gram model's `logit` (at least [`NGRAM_LOGIT_FLOOR`]) added to its
+/// log-odds.
+pub(super) fn with_ngram_logit(score: f32, logit: f32) -> f32 {
+    NgramScorer::combine(score, logit.max(NGRAM_LOGIT_FLOOR))
+}
+
 impl SequenceSignals {
     /// Sets each jailbreak result's `encoder_score` to its score and, with an n-gram model
     /// configured, adds the model's logit ([`ngram_logit`], at least
@@ -62,7 +68,7 @@ impl SequenceSignals {
                     .ngram_logit
                     .unwrap_or_else(|| ngram_logit(scorer, input, self.limits.max_readings));
                 j.ngram_logit = Some(logit);
-                j.score = NgramScorer::combine(j.score, logit.max(NGRAM_LOGIT_FLOOR));
+                j.score = with_ngram_logit(j.score, logit);
                 out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
             }
         }

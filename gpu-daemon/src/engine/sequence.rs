@@ -27,7 +27,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::domain_ngrams::{domain_probabilities, DomainNgrams};
-use super::jailbreak_ngrams::{ngram_logit, NGRAM_LOGIT_FLOOR};
+use super::jailbreak_ngrams::{ngram_logit, with_ngram_logit};
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::windows::{
     anchored_windows, byte_span, changed_windows, flagged_pieces, plan_windows, sentences_to_score,
@@ -408,9 +408,9 @@ fn plan_refinement(
         .iter()
         .map(|o| {
             o.jailbreak.as_ref().is_some_and(|j| {
-                let combined = j.ngram_logit.map_or(j.score, |l| {
-                    NgramScorer::combine(j.score, l.max(NGRAM_LOGIT_FLOOR))
-                });
+                let combined = j
+                    .ngram_logit
+                    .map_or(j.score, |l| with_ngram_logit(j.score, l));
                 j.score >= below || combined < from
             })
         })

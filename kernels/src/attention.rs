@@ -99,6 +99,10 @@ pub enum KernelIsa {
     Avx2,
     /// AVX-512 (F, VL, DQ, BW), four query rows per register block.
     Avx512,
+    /// AMX tile products in bfloat16 (head dims 32 and 64; others run
+    /// [`KernelIsa::Avx512`]), on top of AVX-512. Less precise than the fp32
+    /// variants (about 1e-2 relative): never chosen by [`KernelIsa::Auto`].
+    AmxBf16,
 }
 
 impl KernelIsa {
@@ -120,8 +124,10 @@ impl KernelIsa {
                     && std::arch::is_x86_feature_detected!("avx2")
                     && std::arch::is_x86_feature_detected!("fma")
             }
+            #[cfg(target_arch = "x86_64")]
+            KernelIsa::AmxBf16 => KernelIsa::Avx512.is_available() && amx::available(),
             #[cfg(not(target_arch = "x86_64"))]
-            KernelIsa::Avx2 | KernelIsa::Avx512 => false,
+            KernelIsa::Avx2 | KernelIsa::Avx512 | KernelIsa::AmxBf16 => false,
         }
     }
 
@@ -252,6 +258,11 @@ struct Problem<'a> {
     /// register-blocked `Q K^T`.
     kt: &'a [Lanes],
     tile: usize,
+    /// Keys and values per head in the AMX kernel's bfloat16 tile layouts
+    /// (`amx::pack_head`, `amx::packed_len` elements per head); empty for the
+    /// other kernels.
+    kp: &'a [u16],
+    vp: &'a [u16],
     v: &'a [f32],
     bias: Option<KeyBias<'a>>,
     shape: AttentionShape,
@@ -376,11 +387,16 @@ pub fn flash_attention_with_isa(
         .collect();
     let kernel = select_kernel(isa, d);
     let failed = AtomicUsize::new(0);
+    let (kp, vp) = if kernel.bf16 {
+        pack_bf16(k, v, shape, runner)?
+    } else {
+        (Vec::new(), Vec::new())
+    };
     // Transpose K once per head (linear memory, the size of K).
     let tile = kernel.tile;
     let chunks = tile / LANES;
     let tiles = shape.seq_kv.div_ceil(tile);
-    let per_head = tiles * d * chunks;
+    let per_head = if kernel.bf16 { 0 } else { tiles * d * chunks };
     let mut kt: Vec<Lanes> = vec![[0.0; LANES]; shape.batch * shape.heads * per_head];
     if per_head > 0 {
         let kt_slots: Vec<Mutex<&mut [Lanes]>> = kt.chunks_mut(per_head).map(Mutex::new).collect();
@@ -403,6 +419,8 @@ pub fn flash_attention_with_isa(
         q,
         kt: &kt,
         tile,
+        kp: &kp,
+        vp: &vp,
         v,
         bias,
         shape,
@@ -425,12 +443,69 @@ pub fn flash_attention_with_isa(
     Ok(())
 }
 
+/// Every head's keys and values in the AMX kernel's bfloat16 layouts
+/// (`amx::pack_head`), packed on `runner`, one head per task.
+#[cfg(target_arch = "x86_64")]
+fn pack_bf16(
+    k: &[f32],
+    v: &[f32],
+    shape: AttentionShape,
+    runner: &dyn Parallel,
+) -> Result<(Vec<u16>, Vec<u16>), AttentionError> {
+    let d = shape.head_dim;
+    let per_head = amx::packed_len(shape.seq_kv, d);
+    let heads = shape.batch * shape.heads;
+    let mut kp = vec![0u16; heads * per_head];
+    let mut vp = vec![0u16; heads * per_head];
+    if per_head == 0 {
+        return Ok((kp, vp));
+    }
+    let slots: Vec<Mutex<(&mut [u16], &mut [u16])>> = kp
+        .chunks_mut(per_head)
+        .zip(vp.chunks_mut(per_head))
+        .map(Mutex::new)
+        .collect();
+    let failed = AtomicUsize::new(0);
+    let pack = |bh: usize| {
+        let Some(Ok(mut slot)) = slots.get(bh).map(|s| s.lock()) else {
+            failed.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let rows = bh * shape.seq_kv * d..(bh + 1) * shape.seq_kv * d;
+        let (kd, vd) = &mut *slot;
+        match (k.get(rows.clone()), v.get(rows)) {
+            (Some(kh), Some(vh)) => amx::pack_head(kh, vh, d, kd, vd),
+            _ => {
+                failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    };
+    runner.for_each(heads, &pack)?;
+    drop(slots);
+    if failed.load(Ordering::Relaxed) > 0 {
+        return Err(AttentionError::Worker("packing slot unavailable"));
+    }
+    Ok((kp, vp))
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn pack_bf16(
+    _k: &[f32],
+    _v: &[f32],
+    _shape: AttentionShape,
+    _runner: &dyn Parallel,
+) -> Result<(Vec<u16>, Vec<u16>), AttentionError> {
+    Ok((Vec::new(), Vec::new()))
+}
+
 type TaskFn = fn(&Problem<'_>, usize, usize, &mut [f32]);
 
-/// A task function and the key tile width it was compiled for.
+/// A task function, the key tile width it was compiled for, and whether it
+/// reads keys and values packed in bfloat16 (`Problem::kp`, `Problem::vp`).
 struct TaskKernel {
     task: TaskFn,
     tile: usize,
+    bf16: bool,
 }
 
 /// The task function of a variant for `head_dim`; callers have checked
@@ -444,28 +519,39 @@ fn select_kernel(isa: KernelIsa, head_dim: usize) -> TaskKernel {
     };
     match isa {
         #[cfg(target_arch = "x86_64")]
-        KernelIsa::Avx512 if avx512::supports(head_dim) => TaskKernel {
-            task: avx512::task,
-            tile: avx512::TILE,
+        KernelIsa::AmxBf16 if amx::supports(head_dim) => TaskKernel {
+            task: amx::task,
+            tile: amx::KEY_GROUP,
+            bf16: true,
         },
         #[cfg(target_arch = "x86_64")]
-        KernelIsa::Avx512 => TaskKernel {
+        KernelIsa::Avx512 | KernelIsa::AmxBf16 if avx512::supports(head_dim) => TaskKernel {
+            task: avx512::task,
+            tile: avx512::TILE,
+            bf16: false,
+        },
+        #[cfg(target_arch = "x86_64")]
+        KernelIsa::Avx512 | KernelIsa::AmxBf16 => TaskKernel {
             task: portable::x86::task_avx512,
             tile: 4 * LANES,
+            bf16: false,
         },
         #[cfg(target_arch = "x86_64")]
         KernelIsa::Avx2 if avx2::supports(head_dim) => TaskKernel {
             task: avx2::task,
             tile: avx2::TILE,
+            bf16: false,
         },
         #[cfg(target_arch = "x86_64")]
         KernelIsa::Avx2 => TaskKernel {
             task: portable::x86::task_avx2,
             tile: 2 * LANES,
+            bf16: false,
         },
         _ => TaskKernel {
             task: portable::task_portable,
             tile: 2 * LANES,
+            bf16: false,
         },
     }
 }
@@ -517,6 +603,8 @@ pub fn exp_nonpositive(x: f32) -> f32 {
 /// spilled to the stack.)
 type Lanes = [f32; LANES];
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]

@@ -16,6 +16,10 @@
 //! * `window_left`, `window_right` (int): query `i` sees key `j` iff
 //!   `i - window_left <= j <= i + window_right`; a negative value or an absent
 //!   attribute means unbounded (global attention).
+//! * `bf16_products` (int): 1 runs the products `Q K^T` and `P V` in bfloat16
+//!   on AMX tiles where the CPU has them (`KernelIsa::AmxBf16`: head dims 32
+//!   and 64, about 1e-2 relative error against fp32); elsewhere, and with 0
+//!   (the default), the fp32 kernels.
 //!
 //! `Y = softmax(scale * Q K^T + key_bias, restricted to the window) V`,
 //! computed by [`crate::attention::flash_attention`] on ONNX Runtime's intra-op
@@ -29,7 +33,8 @@ use ort::session::builder::SessionBuilder;
 use ort::value::TensorElementType;
 
 use crate::attention::{
-    flash_attention, AttentionError, AttentionParams, AttentionShape, KeyBias, Parallel, Window,
+    flash_attention_with_isa, AttentionError, AttentionParams, AttentionShape, KernelIsa, KeyBias,
+    Parallel, Window,
 };
 
 /// The operator domain of the fused attention op.
@@ -50,6 +55,9 @@ pub struct FlashAttentionOp;
 pub struct FlashAttentionKernel {
     scale: Option<f32>,
     window: Window,
+    /// The kernel variant: [`KernelIsa::AmxBf16`] where the node asks for
+    /// bfloat16 products and the CPU runs them, else [`KernelIsa::Auto`].
+    isa: KernelIsa,
 }
 
 fn window_side(value: Option<i64>) -> Option<usize> {
@@ -85,8 +93,15 @@ impl Operator for FlashAttentionOp {
                 )));
             }
         }
+        let bf16 = ctx.get::<i64>("bf16_products").unwrap_or(0) != 0;
+        let isa = if bf16 && KernelIsa::AmxBf16.is_available() {
+            KernelIsa::AmxBf16
+        } else {
+            KernelIsa::Auto
+        };
         Ok(FlashAttentionKernel {
             scale,
+            isa,
             window: Window {
                 left: window_side(ctx.get::<i64>("window_left")),
                 right: window_side(ctx.get::<i64>("window_right")),
@@ -200,7 +215,8 @@ impl Kernel for FlashAttentionKernel {
             .output(0, q_shape.to_vec())?
             .ok_or_else(|| ort::Error::new(format!("{OP_TYPE}: output Y unavailable")))?;
         let (_, out_data) = out.try_extract_tensor_mut::<f32>()?;
-        flash_attention(
+        flash_attention_with_isa(
+            self.isa,
             q_data,
             k_data,
             v_data,

@@ -18,6 +18,10 @@ use semroute_kernels::{
 use support::{rel_err, Rng};
 
 const TOL: f32 = 1e-4;
+/// The AMX variant rounds queries, keys, probabilities and values to
+/// bfloat16 (8 significant bits): its error against the fp32 reference, as a
+/// share of the largest output, stays below this on these inputs.
+const TOL_BF16: f32 = 1e-2;
 
 #[derive(Clone, Copy, Debug)]
 enum Pad {
@@ -127,8 +131,13 @@ fn check_isa(shape: AttentionShape, window: Window, pad: Pad, seed: u64, isa: Op
     let runner = ScopedThreads { threads };
     flash_attention_with_isa(isa, &q, &k, &v, kb, shape, params, &mut out, &runner).expect("fused");
     let err = rel_err(&select(&out), &reference);
+    let tol = if isa == KernelIsa::AmxBf16 {
+        TOL_BF16
+    } else {
+        TOL
+    };
     assert!(
-        err <= TOL,
+        err <= tol,
         "relative error {err:e} for {shape:?} {window:?} {pad:?} threads {threads} {isa:?}"
     );
 }
@@ -256,6 +265,87 @@ fn every_variant_matches_reference_across_key_chunks() {
 }
 
 #[test]
+fn amx_bf16_matches_reference_within_bfloat16_rounding() {
+    if !KernelIsa::AmxBf16.is_available() {
+        // Without AMX the variant is refused, never silently replaced.
+        let shape = AttentionShape {
+            batch: 1,
+            heads: 1,
+            seq_q: 1,
+            seq_kv: 1,
+            head_dim: 32,
+        };
+        let x = vec![0.0; 32];
+        let mut out = vec![0.0; 32];
+        let params = AttentionParams {
+            scale: 1.0,
+            window: Window::GLOBAL,
+        };
+        let err = flash_attention_with_isa(
+            KernelIsa::AmxBf16,
+            &x,
+            &x,
+            &x,
+            None,
+            shape,
+            params,
+            &mut out,
+            &Sequential,
+        );
+        assert!(matches!(
+            err,
+            Err(semroute_kernels::AttentionError::Unsupported(
+                KernelIsa::AmxBf16
+            ))
+        ));
+        return;
+    }
+    let windows = [
+        Window::GLOBAL,
+        Window::symmetric(16),
+        Window {
+            left: None,
+            right: Some(0),
+        },
+    ];
+    let pads = [
+        Pad::None,
+        Pad::PerRow(f32::NEG_INFINITY),
+        Pad::PerRow(f32::MIN),
+        Pad::PerRow(-1e4),
+    ];
+    let mut seed = 500;
+    // Head dims 32 and 64 run the tile kernel, 48 and 128 its AVX-512 fallback;
+    // 1,100 keys cross the tile kernel's 512-key chunks.
+    for head_dim in [32, 64, 48, 128] {
+        for (seq_q, seq_kv) in [
+            (1, 1),
+            (7, 7),
+            (63, 63),
+            (65, 65),
+            (130, 130),
+            (256, 256),
+            (40, 300),
+            (70, 1100),
+        ] {
+            for window in windows {
+                for pad in pads {
+                    seed += 1;
+                    let shape = AttentionShape {
+                        batch: 2,
+                        heads: 2,
+                        seq_q,
+                        seq_kv,
+                        head_dim,
+                    };
+                    check_isa(shape, window, pad, seed, Some(KernelIsa::AmxBf16));
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn fully_masked_rows_follow_the_documented_convention() {
     // Every key of batch row 0 padded with -inf: zeros; with finfo.min: the
     // uniform average of the visible values.
@@ -319,6 +409,15 @@ fn tensor_input(name: &str, rank: usize) -> ValueInfoProto {
 
 /// A one-node model: Y = FlashAttention(Q, K, V[, B]).
 fn single_op_model(with_bias: bool, scale: Option<f32>, window: Window) -> Vec<u8> {
+    single_op_model_with(with_bias, scale, window, false)
+}
+
+fn single_op_model_with(
+    with_bias: bool,
+    scale: Option<f32>,
+    window: Window,
+    bf16_products: bool,
+) -> Vec<u8> {
     let mut inputs = vec!["Q".to_string(), "K".into(), "V".into()];
     let mut graph_inputs = vec![
         tensor_input("Q", 4),
@@ -338,6 +437,9 @@ fn single_op_model(with_bias: bool, scale: Option<f32>, window: Window) -> Vec<u
     }
     if let Some(r) = window.right {
         attrs.push(onnx::attr_int("window_right", r as i64));
+    }
+    if bf16_products {
+        attrs.push(onnx::attr_int("bf16_products", 1));
     }
     let model = ModelProto {
         ir_version: Some(8),
@@ -454,6 +556,79 @@ fn custom_op_in_onnx_runtime_matches_reference() {
         let err = rel_err(out, &reference);
         assert!(err <= TOL, "case {i}: relative error {err:e}");
     }
+}
+
+#[test]
+fn custom_op_with_bf16_products_runs_the_amx_variant_where_the_cpu_has_it() {
+    let env = support::ort_env();
+    let (batch, heads, seq, head_dim) = (2, 3, 200, 32);
+    let shape = AttentionShape {
+        batch,
+        heads,
+        seq_q: seq,
+        seq_kv: seq,
+        head_dim,
+    };
+    let mut rng = Rng(77);
+    let n = batch * heads * seq * head_dim;
+    let (q, k, v) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+    let bias: Vec<f32> = (0..batch * seq)
+        .map(|i| if i >= seq + 150 { f32::MIN } else { 0.0 })
+        .collect();
+    let kb = KeyBias {
+        data: &bias,
+        batch_stride: seq,
+    };
+    let params = AttentionParams {
+        scale: 1.0 / (head_dim as f32).sqrt(),
+        window: Window::GLOBAL,
+    };
+    let reference = naive_attention(&q, &k, &v, Some(kb), shape, params).expect("reference");
+    // What the node must compute: the AMX variant where the CPU runs it, else the fp32 one.
+    let (isa, tol) = if KernelIsa::AmxBf16.is_available() {
+        (KernelIsa::AmxBf16, TOL_BF16)
+    } else {
+        (KernelIsa::Auto, TOL)
+    };
+    let mut direct = vec![0.0f32; n];
+    flash_attention_with_isa(
+        isa,
+        &q,
+        &k,
+        &v,
+        Some(kb),
+        shape,
+        params,
+        &mut direct,
+        &ScopedThreads { threads: 2 },
+    )
+    .expect("direct");
+
+    let model = single_op_model_with(true, None, Window::GLOBAL, true);
+    let builder = Session::builder(env).expect("builder");
+    let mut session = semroute_kernels::register(builder)
+        .expect("register")
+        .commit_from_memory(&model)
+        .expect("session");
+    let dims = vec![batch, heads, seq, head_dim];
+    let t = |data: &Vec<f32>| Tensor::from_array((dims.clone(), data.clone())).expect("tensor");
+    let feeds = vec![
+        ("Q".to_string(), t(&q).into_dyn()),
+        ("K".to_string(), t(&k).into_dyn()),
+        ("V".to_string(), t(&v).into_dyn()),
+        (
+            "B".to_string(),
+            Tensor::from_array((vec![batch, 1, 1, seq], bias.clone()))
+                .expect("tensor")
+                .into_dyn(),
+        ),
+    ];
+    let outputs = session.run(feeds).expect("run");
+    let (_, out) = outputs["Y"].try_extract_tensor::<f32>().expect("Y");
+    // Every task computes its rows alone, so the node's output is the variant's, bit for bit.
+    assert_eq!(out, direct.as_slice(), "{isa:?}");
+    let err = rel_err(out, &reference);
+    assert!(err <= tol, "{isa:?}: relative error {err:e}");
 }
 
 #[test]

@@ -342,11 +342,12 @@ fn main() {
             Some("portable") => semroute_kernels::KernelIsa::Portable,
             Some("avx2") => semroute_kernels::KernelIsa::Avx2,
             Some("avx512") => semroute_kernels::KernelIsa::Avx512,
+            Some("amx-bf16") => semroute_kernels::KernelIsa::AmxBf16,
             _ => semroute_kernels::KernelIsa::Auto,
         };
         let [seq, heads, head_dim, window, threads, ..] = v[..] else {
             eprintln!(
-                "usage: attention-bench --kernel SEQ HEADS HEAD_DIM WINDOW(0 = global) THREADS [portable|avx2|avx512]"
+                "usage: attention-bench --kernel SEQ HEADS HEAD_DIM WINDOW(0 = global) THREADS [portable|avx2|avx512|amx-bf16]"
             );
             std::process::exit(2)
         };
@@ -514,7 +515,11 @@ fn kernel_bench(
         .sum();
     let runner = ScopedThreads { threads };
     let mut best = f64::INFINITY;
-    for _ in 0..3 {
+    let runs: usize = std::env::var("KERNEL_RUNS")
+        .ok()
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(3);
+    for _ in 0..runs {
         let start = Instant::now();
         if let Err(e) =
             flash_attention_with_isa(isa, &q, &k, &v, None, shape, params, &mut out, &runner)

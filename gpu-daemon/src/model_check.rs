@@ -21,6 +21,13 @@
 //!   overall share alone hides a model that misses entities), and the
 //!   largest absolute logit difference.
 //!
+//! With `--padded-batches N` the candidate also runs on batches of `N`
+//! consecutive texts, padded to the longest (the path a graph that branches on
+//! padding takes only then), and each row is compared with the same text run
+//! alone through the candidate: the cosine (embedding) or the argmax agreement
+//! of the text tokens (token classification). A graph that attends to padding
+//! scores a cosine of 0.1-0.35 here.
+//!
 //! The check fails (each failure named in [`CheckReport::failures`]) when the
 //! smallest or mean cosine or either agreement is below its threshold, or when
 //! an output holds a non-finite value.
@@ -89,6 +96,15 @@ pub struct CheckOptions {
     /// Also time both graphs at these input lengths (comma-separated).
     #[arg(long, value_delimiter = ',')]
     pub time_lengths: Vec<usize>,
+    /// Also run the candidate on padded batches of this many consecutive texts and
+    /// compare each row with the text run alone (0: off).
+    #[arg(long, default_value_t = 0)]
+    pub padded_batches: usize,
+    /// Smallest accepted agreement of a padded row with its text run alone: the
+    /// cosine of any one row (embedding) or the share of text tokens with the same
+    /// argmax label over all rows (token classification).
+    #[arg(long, default_value_t = 0.98)]
+    pub min_padded_agreement: f64,
 }
 
 /// Median milliseconds per forward of both graphs at one input length.
@@ -142,6 +158,13 @@ pub struct CheckReport {
     /// Token classification: largest `|candidate - reference|` over the logits of text tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_abs_logit_diff: Option<f64>,
+    /// Padded batches: rows compared with their text run alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub padded_rows: Option<usize>,
+    /// Padded batches: smallest row cosine (embedding) or argmax agreement over the
+    /// rows' text tokens (token classification).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub padded_agreement: Option<f64>,
     /// Thresholds applied.
     pub thresholds: Thresholds,
     /// Timing at the longest text, then at `time_lengths`.
@@ -163,6 +186,8 @@ pub struct Thresholds {
     pub min_argmax_agreement: f64,
     /// Smallest accepted agreement on non-background tokens (token classification).
     pub min_entity_agreement: f64,
+    /// Smallest accepted agreement of padded rows with their texts run alone.
+    pub min_padded_agreement: f64,
 }
 
 impl std::fmt::Display for CheckReport {
@@ -202,6 +227,13 @@ impl std::fmt::Display for CheckReport {
                 "  agreement on the {n} tokens labelled non-background by either graph: {:.4}% (threshold {}%)",
                 a * 100.0,
                 self.thresholds.min_entity_agreement * 100.0
+            )?;
+        }
+        if let (Some(a), Some(n)) = (self.padded_agreement, self.padded_rows) {
+            writeln!(
+                f,
+                "  padded batches: {n} rows against their texts alone, agreement {a:.6} (threshold {})",
+                self.thresholds.min_padded_agreement
             )?;
         }
         for t in &self.timings {
@@ -250,7 +282,17 @@ impl Graph {
         tokenizer: &WindowTokenizer,
         content: &[u32],
     ) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
-        let [ids, mask, types] = tokenizer.batch_inputs(&[content]);
+        self.run_batch(tokenizer, &[content])
+    }
+
+    /// First output of the graph for a batch of sequences padded to the longest:
+    /// `(dims [batch, longest + 2, n], values)`.
+    fn run_batch(
+        &mut self,
+        tokenizer: &WindowTokenizer,
+        contents: &[&[u32]],
+    ) -> anyhow::Result<(Vec<usize>, Vec<f32>)> {
+        let [ids, mask, types] = tokenizer.batch_inputs(contents);
         let ctx = || format!("running {}", self.path.display());
         let mut inputs = ort::inputs![
             "input_ids" => Tensor::from_array(ids).with_context(ctx)?,
@@ -265,11 +307,12 @@ impl Graph {
         let outputs = self.session.run(inputs).with_context(ctx)?;
         let (shape, data) = outputs[0].try_extract_tensor::<f32>().with_context(ctx)?;
         let dims: Vec<usize> = shape.iter().map(|&d| d.max(0) as usize).collect();
-        if dims.len() != 3 || dims[0] != 1 || dims[1] != content.len() + 2 {
+        let width = contents.iter().map(|c| c.len()).max().unwrap_or(0) + 2;
+        if dims.len() != 3 || dims[0] != contents.len() || dims[1] != width {
             bail!(
-                "{}: first output has shape {dims:?}, expected [1, {}, n]",
+                "{}: first output has shape {dims:?}, expected [{}, {width}, n]",
                 self.path.display(),
-                content.len() + 2
+                contents.len()
             );
         }
         Ok((dims, data.to_vec()))
@@ -384,6 +427,8 @@ pub fn run_check(options: &CheckOptions, runtime: &RuntimeConfig) -> anyhow::Res
     let mut max_diff = 0.0f64;
     let mut longest: Vec<u32> = Vec::new();
     let mut pool: Vec<u32> = Vec::new();
+    // Each text's ids and the candidate's output for it alone, for the padded batches.
+    let mut alone: Vec<(Vec<u32>, Vec<f32>)> = Vec::new();
     for (line, text) in &texts {
         let mut ids = tokenizer.tokenize(text)?.ids;
         if ids.len() > content_max {
@@ -426,7 +471,21 @@ pub fn run_check(options: &CheckOptions, runtime: &RuntimeConfig) -> anyhow::Res
             longest = ids.clone();
         }
         pool.extend_from_slice(&ids);
+        if options.padded_batches > 1 {
+            alone.push((ids, c));
+        }
     }
+    let padded = if options.padded_batches > 1 {
+        Some(padded_agreement(
+            &mut candidate,
+            &tokenizer,
+            options.kind,
+            &alone,
+            options.padded_batches,
+        )?)
+    } else {
+        None
+    };
 
     let mut report = CheckReport {
         kind: options.kind,
@@ -443,11 +502,14 @@ pub fn run_check(options: &CheckOptions, runtime: &RuntimeConfig) -> anyhow::Res
         entity_tokens: None,
         entity_agreement: None,
         max_abs_logit_diff: None,
+        padded_rows: padded.map(|p| p.0),
+        padded_agreement: padded.map(|p| p.1),
         thresholds: Thresholds {
             min_cosine: options.min_cosine,
             min_mean_cosine: options.min_mean_cosine,
             min_argmax_agreement: options.min_argmax_agreement,
             min_entity_agreement: options.min_entity_agreement,
+            min_padded_agreement: options.min_padded_agreement,
         },
         timings: Vec::new(),
         failures: Vec::new(),
@@ -518,6 +580,15 @@ pub fn run_check(options: &CheckOptions, runtime: &RuntimeConfig) -> anyhow::Res
         }
     }
 
+    if let Some((rows, agreement)) = padded {
+        if below(agreement, options.min_padded_agreement) {
+            failures.push(format!(
+                "padded batches of {}: agreement {agreement:.6} over {rows} rows with their texts alone is below {}",
+                options.padded_batches, options.min_padded_agreement
+            ));
+        }
+    }
+
     if options.timing_runs > 0 {
         report.timings.push(Timing {
             tokens: longest.len() + 2,
@@ -540,6 +611,53 @@ pub fn run_check(options: &CheckOptions, runtime: &RuntimeConfig) -> anyhow::Res
     report.passed = failures.is_empty();
     report.failures = failures;
     Ok(report)
+}
+
+/// The candidate on padded batches of `batch` consecutive texts against each text
+/// run alone (`alone`: ids and output): `(rows, agreement)`, the agreement being the
+/// smallest row cosine of mean-pooled embeddings (attended positions) or the share of
+/// text tokens whose argmax label is the same.
+fn padded_agreement(
+    graph: &mut Graph,
+    tokenizer: &WindowTokenizer,
+    kind: CheckKind,
+    alone: &[(Vec<u32>, Vec<f32>)],
+    batch: usize,
+) -> anyhow::Result<(usize, f64)> {
+    let (mut rows, mut worst, mut same, mut compared) = (0usize, 1.0f64, 0usize, 0usize);
+    for group in alone.chunks(batch) {
+        // A batch whose texts are all as long as each other has no padding.
+        if group.windows(2).all(|w| w[0].0.len() == w[1].0.len()) {
+            continue;
+        }
+        let ids: Vec<&[u32]> = group.iter().map(|(ids, _)| ids.as_slice()).collect();
+        let (dims, data) = graph.run_batch(tokenizer, &ids)?;
+        let (width, n) = (dims[1], dims[2]);
+        for (row, (ids, single)) in group.iter().enumerate() {
+            let len = ids.len() + 2;
+            let out = &data[row * width * n..(row * width + len) * n];
+            rows += 1;
+            match kind {
+                CheckKind::Embedding => {
+                    let d = [1, len, n];
+                    worst = worst.min(cosine(&mean_pool(&d, out), &mean_pool(&d, single)));
+                }
+                CheckKind::TokenClassification => {
+                    for t in 1..len - 1 {
+                        compared += 1;
+                        let (a, b) = (&out[t * n..(t + 1) * n], &single[t * n..(t + 1) * n]);
+                        same += usize::from(argmax(a) == argmax(b));
+                    }
+                }
+            }
+        }
+    }
+    let agreement = match kind {
+        CheckKind::Embedding => worst,
+        CheckKind::TokenClassification if compared == 0 => 1.0,
+        CheckKind::TokenClassification => same as f64 / compared as f64,
+    };
+    Ok((rows, agreement))
 }
 
 #[cfg(test)]

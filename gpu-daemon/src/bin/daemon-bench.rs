@@ -445,7 +445,7 @@ const OP_GROUPS: [(&str, &[&str]); 6] = [
         ],
     ),
     (
-        "attention: scores, softmax, P V (fp32)",
+        "attention: scores, softmax, P V (fused op: bf16 products on AMX; ONNX Runtime: fp32)",
         &["FusedMatMul", "MatMul", "Softmax", "FlashAttention"],
     ),
     (
@@ -462,15 +462,19 @@ const OP_GROUPS: [(&str, &[&str]); 6] = [
 
 /// Where the router encoder's time goes: ONNX Runtime's profiler over [`PROFILE_RUNS`]
 /// passes of [`PROFILE_TOKENS`] tokens, node times summed per operator group, for the
-/// served graph and the fused-attention graph (`prepare_models.py`), each on the daemon's
-/// session settings and thread pool. The multiply-accumulates per pass come from the
+/// served graph (fused attention with bfloat16 products) and the same int8 graph with
+/// ONNX Runtime's own attention nodes (`prepare_models.py`), each on the daemon's session
+/// settings and thread pool. The multiply-accumulates per pass come from the
 /// model's `config.json` (`hidden_size`, `intermediate_size`, `num_hidden_layers`):
 /// `layers * n * (4 h^2 + 2 h i)` in the int8 matmuls, `layers * 2 n^2 h` in attention.
 fn operator_table(config: &DaemonConfig) -> anyhow::Result<()> {
     let dir = PathBuf::from("build/models/prepared/router");
     let graphs = [
         ("served", dir.join("model.onnx")),
-        ("fused attention", dir.join("fused-attention/model.onnx")),
+        (
+            "ONNX Runtime attention",
+            dir.join("onnxruntime-attention/model.onnx"),
+        ),
     ];
     let hf: serde_json::Value = serde_json::from_slice(
         &std::fs::read(dir.join("config.json")).context("router config.json")?,

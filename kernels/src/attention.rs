@@ -39,6 +39,8 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+pub use self::layout::Layout;
+use self::layout::{bhsd_into_bshd, bshd_to_bhsd, OutRows};
 pub use self::parallel::{Parallel, ScopedThreads, Sequential};
 pub use self::reference::naive_attention;
 
@@ -251,7 +253,9 @@ pub struct KeyBias<'a> {
 
 /// Validated inputs shared by all tasks of one call.
 struct Problem<'a> {
+    /// Queries in `layout`.
     q: &'a [f32],
+    layout: Layout,
     /// K transposed tile by tile: for head `bh`, tile `ti`, feature `t`:
     /// `kt[((bh * tiles + ti) * head_dim + t) * CH + ch][l] = k[bh][ti * tile + ch * LANES + l][t]`
     /// (zero past the end), so that each task reads key tiles ready for the
@@ -364,6 +368,26 @@ pub fn flash_attention_with_isa(
     out: &mut [f32],
     runner: &dyn Parallel,
 ) -> Result<(), AttentionError> {
+    flash_attention_in(isa, Layout::Bhsd, q, k, v, bias, shape, params, out, runner)
+}
+
+/// [`flash_attention_with_isa`] with Q, K, V and the output in `layout`
+/// (the same element counts in either).
+///
+/// Errors: as [`flash_attention_with_isa`].
+#[allow(clippy::too_many_arguments)]
+pub fn flash_attention_in(
+    isa: KernelIsa,
+    layout: Layout,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    bias: Option<KeyBias<'_>>,
+    shape: AttentionShape,
+    params: AttentionParams,
+    out: &mut [f32],
+    runner: &dyn Parallel,
+) -> Result<(), AttentionError> {
     if !isa.is_available() {
         return Err(AttentionError::Unsupported(isa));
     }
@@ -378,26 +402,130 @@ pub fn flash_attention_with_isa(
         });
     }
     let d = shape.head_dim;
+    let kernel = select_kernel(isa, d);
+    if layout == Layout::Bshd && !kernel.bf16 {
+        // The fp32 kernels read each head's rows contiguously: run them on copies.
+        let to_bhsd = |x: &[f32], seq: usize| bshd_to_bhsd(x, seq, shape.heads, d);
+        let (qt, kt, vt) = (
+            to_bhsd(q, shape.seq_q),
+            to_bhsd(k, shape.seq_kv),
+            to_bhsd(v, shape.seq_kv),
+        );
+        let mut ot = vec![0.0f32; out.len()];
+        flash_attention_in(
+            isa,
+            Layout::Bhsd,
+            &qt,
+            &kt,
+            &vt,
+            bias,
+            shape,
+            params,
+            &mut ot,
+            runner,
+        )?;
+        bhsd_into_bshd(&ot, out, shape.seq_q, shape.heads, d);
+        return Ok(());
+    }
+    let mut ws = WORKSPACE.take();
+    let result = run_tasks(
+        kernel, layout, q, k, v, bias, shape, params, out, runner, &mut ws,
+    );
+    if ws.bytes() <= WORKSPACE_KEEP_BYTES {
+        WORKSPACE.set(ws);
+    }
+    result
+}
+
+/// The buffers of one call besides its inputs and output, kept by the calling
+/// thread between calls (up to [`WORKSPACE_KEEP_BYTES`]): allocated afresh, the
+/// packed keys and values alone (about 200 KB for 256 tokens of 12 heads) cost
+/// page faults on every call.
+#[derive(Default)]
+struct Workspace {
+    /// Packed keys and values (the AMX kernel).
+    kp: Vec<u16>,
+    vp: Vec<u16>,
+    /// Transposed key tiles (the fp32 kernels).
+    kt: Vec<Lanes>,
+    /// Output slots of a `Layout::Bshd` call.
+    slots: Vec<f32>,
+}
+
+impl Workspace {
+    fn bytes(&self) -> usize {
+        (self.kp.capacity() + self.vp.capacity()) * 2
+            + self.kt.capacity() * std::mem::size_of::<Lanes>()
+            + self.slots.capacity() * 4
+    }
+}
+
+/// A workspace larger than this (long-context calls) is freed after its call.
+const WORKSPACE_KEEP_BYTES: usize = 16 << 20;
+
+thread_local! {
+    static WORKSPACE: std::cell::Cell<Workspace> = std::cell::Cell::new(Workspace::default());
+}
+
+/// The tasks of a checked call with `kernel`, its buffers in `ws`.
+#[allow(clippy::too_many_arguments)]
+fn run_tasks(
+    kernel: TaskKernel,
+    layout: Layout,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    bias: Option<KeyBias<'_>>,
+    shape: AttentionShape,
+    params: AttentionParams,
+    out: &mut [f32],
+    runner: &dyn Parallel,
+    ws: &mut Workspace,
+) -> Result<(), AttentionError> {
+    let d = shape.head_dim;
     let blocks_per_head = shape.seq_q.div_ceil(QUERY_BLOCK);
-    // One output slot per task: the tasks' rows are contiguous and in order.
-    let slots: Vec<Mutex<&mut [f32]>> = out
+    // One output slot per task: the tasks' rows are contiguous and in order. In
+    // Layout::Bshd the slots are a scratch buffer each task copies its rows out of.
+    let Workspace {
+        kp,
+        vp,
+        kt,
+        slots: scratch,
+    } = ws;
+    if layout == Layout::Bshd {
+        scratch.resize(out.len(), 0.0);
+    }
+    let out_rows = match layout {
+        Layout::Bhsd => None,
+        Layout::Bshd => Some(OutRows {
+            ptr: out.as_mut_ptr(),
+            len: out.len(),
+        }),
+    };
+    let slot_buffer: &mut [f32] = match layout {
+        Layout::Bhsd => out,
+        Layout::Bshd => &mut scratch[..],
+    };
+    let slots: Vec<Mutex<&mut [f32]>> = slot_buffer
         .chunks_mut(shape.seq_q * d)
         .flat_map(|head| head.chunks_mut(QUERY_BLOCK * d))
         .map(Mutex::new)
         .collect();
-    let kernel = select_kernel(isa, d);
     let failed = AtomicUsize::new(0);
-    let (kp, vp) = if kernel.bf16 {
-        pack_bf16(k, v, shape, runner)?
+    if kernel.bf16 {
+        pack_bf16(k, v, layout, shape, runner, kp, vp)?;
     } else {
-        (Vec::new(), Vec::new())
-    };
+        kp.clear();
+        vp.clear();
+    }
     // Transpose K once per head (linear memory, the size of K).
     let tile = kernel.tile;
     let chunks = tile / LANES;
     let tiles = shape.seq_kv.div_ceil(tile);
     let per_head = if kernel.bf16 { 0 } else { tiles * d * chunks };
-    let mut kt: Vec<Lanes> = vec![[0.0; LANES]; shape.batch * shape.heads * per_head];
+    // Zeros past the last key of each head: cleared, then resized.
+    kt.clear();
+    kt.resize(shape.batch * shape.heads * per_head, [0.0; LANES]);
     if per_head > 0 {
         let kt_slots: Vec<Mutex<&mut [Lanes]>> = kt.chunks_mut(per_head).map(Mutex::new).collect();
         let transpose = |bh: usize| {
@@ -417,10 +545,11 @@ pub fn flash_attention_with_isa(
     }
     let problem = Problem {
         q,
-        kt: &kt,
+        layout,
+        kt,
         tile,
-        kp: &kp,
-        vp: &vp,
+        kp,
+        vp,
         v,
         bias,
         shape,
@@ -430,7 +559,12 @@ pub fn flash_attention_with_isa(
         let bh = t / blocks_per_head;
         let block = t % blocks_per_head;
         match slots.get(t).map(|s| s.lock()) {
-            Some(Ok(mut slot)) => (kernel.task)(&problem, bh, block, &mut slot),
+            Some(Ok(mut slot)) => {
+                (kernel.task)(&problem, bh, block, &mut slot);
+                if let Some(rows) = &out_rows {
+                    rows.write_task(&shape, bh, block, &slot);
+                }
+            }
             _ => {
                 failed.fetch_add(1, Ordering::Relaxed);
             }
@@ -449,16 +583,20 @@ pub fn flash_attention_with_isa(
 fn pack_bf16(
     k: &[f32],
     v: &[f32],
+    layout: Layout,
     shape: AttentionShape,
     runner: &dyn Parallel,
-) -> Result<(Vec<u16>, Vec<u16>), AttentionError> {
+    kp: &mut Vec<u16>,
+    vp: &mut Vec<u16>,
+) -> Result<(), AttentionError> {
     let d = shape.head_dim;
     let per_head = amx::packed_len(shape.seq_kv, d);
     let heads = shape.batch * shape.heads;
-    let mut kp = vec![0u16; heads * per_head];
-    let mut vp = vec![0u16; heads * per_head];
+    // `pack_head` writes every element, padding included.
+    kp.resize(heads * per_head, 0);
+    vp.resize(heads * per_head, 0);
     if per_head == 0 {
-        return Ok((kp, vp));
+        return Ok(());
     }
     let slots: Vec<Mutex<(&mut [u16], &mut [u16])>> = kp
         .chunks_mut(per_head)
@@ -471,13 +609,17 @@ fn pack_bf16(
             failed.fetch_add(1, Ordering::Relaxed);
             return;
         };
-        let rows = bh * shape.seq_kv * d..(bh + 1) * shape.seq_kv * d;
-        let (kd, vd) = &mut *slot;
-        match (k.get(rows.clone()), v.get(rows)) {
-            (Some(kh), Some(vh)) => amx::pack_head(kh, vh, d, kd, vd),
-            _ => {
-                failed.fetch_add(1, Ordering::Relaxed);
+        // Where the head's first key row starts and the distance between its rows.
+        let (first, stride) = match layout {
+            Layout::Bhsd => (bh * shape.seq_kv * d, d),
+            Layout::Bshd => {
+                let (b, h) = (bh / shape.heads.max(1), bh % shape.heads.max(1));
+                (b * shape.seq_kv * shape.heads * d + h * d, shape.heads * d)
             }
+        };
+        let (kd, vd) = &mut *slot;
+        if !amx::pack_head(k, v, first, stride, shape.seq_kv, d, kd, vd) {
+            failed.fetch_add(1, Ordering::Relaxed);
         }
     };
     runner.for_each(heads, &pack)?;
@@ -485,17 +627,20 @@ fn pack_bf16(
     if failed.load(Ordering::Relaxed) > 0 {
         return Err(AttentionError::Worker("packing slot unavailable"));
     }
-    Ok((kp, vp))
+    Ok(())
 }
 
 #[cfg(not(target_arch = "x86_64"))]
 fn pack_bf16(
     _k: &[f32],
     _v: &[f32],
+    _layout: Layout,
     _shape: AttentionShape,
     _runner: &dyn Parallel,
-) -> Result<(Vec<u16>, Vec<u16>), AttentionError> {
-    Ok((Vec::new(), Vec::new()))
+    _kp: &mut Vec<u16>,
+    _vp: &mut Vec<u16>,
+) -> Result<(), AttentionError> {
+    Ok(())
 }
 
 type TaskFn = fn(&Problem<'_>, usize, usize, &mut [f32]);
@@ -610,6 +755,7 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod intrinsics;
+mod layout;
 mod parallel;
 mod portable;
 mod reference;

@@ -29,8 +29,9 @@ pub mod onnx;
 pub mod op;
 
 pub use attention::{
-    flash_attention, flash_attention_with_isa, naive_attention, AttentionError, AttentionParams,
-    AttentionShape, KernelIsa, KeyBias, Parallel, ScopedThreads, Sequential, Window,
+    flash_attention, flash_attention_in, flash_attention_with_isa, naive_attention, AttentionError,
+    AttentionParams, AttentionShape, KernelIsa, KeyBias, Layout, Parallel, ScopedThreads,
+    Sequential, Window,
 };
 pub use fuse::{
     fuse_attention, FuseError, FuseOptions, FuseReport, FusedBlock, KeyBiasSource, SkippedBlock,

@@ -4,11 +4,14 @@
 //!
 //! | | name | shape | type |
 //! |---|---|---|---|
-//! | input 0 | `Q` | `[batch, heads, seq_q, head_dim]` | float |
-//! | input 1 | `K` | `[batch, heads, seq_kv, head_dim]` | float |
-//! | input 2 | `V` | `[batch, heads, seq_kv, head_dim]` | float |
+//! | input 0 | `Q` | `[batch, heads, seq_q, head_dim]` or `[batch, seq_q, heads * head_dim]` | float |
+//! | input 1 | `K` | `[batch, heads, seq_kv, head_dim]` or `[batch, seq_kv, heads * head_dim]` | float |
+//! | input 2 | `V` | as `K` | float |
 //! | input 3 (optional) | `key_bias` | `[batch or 1, 1, 1, seq_kv]` (or `[batch or 1, seq_kv]`) | float |
-//! | output 0 | `Y` | `[batch, heads, seq_q, head_dim]` | float |
+//! | output 0 | `Y` | as `Q` | float |
+//!
+//! Rank-3 inputs (the projections' own layout, [`Layout::Bshd`]: no head
+//! transposes around the node) need the `heads` attribute.
 //!
 //! Attributes (all optional):
 //!
@@ -16,6 +19,7 @@
 //! * `window_left`, `window_right` (int): query `i` sees key `j` iff
 //!   `i - window_left <= j <= i + window_right`; a negative value or an absent
 //!   attribute means unbounded (global attention).
+//! * `heads` (int): the number of heads of rank-3 inputs.
 //! * `bf16_products` (int): 1 runs the products `Q K^T` and `P V` in bfloat16
 //!   on AMX tiles where the CPU has them (`KernelIsa::AmxBf16`: head dims 32
 //!   and 64, about 1e-2 relative error against fp32); elsewhere, and with 0
@@ -33,8 +37,8 @@ use ort::session::builder::SessionBuilder;
 use ort::value::TensorElementType;
 
 use crate::attention::{
-    flash_attention_with_isa, AttentionError, AttentionParams, AttentionShape, KernelIsa, KeyBias,
-    Parallel, Window,
+    flash_attention_in, AttentionError, AttentionParams, AttentionShape, KernelIsa, KeyBias,
+    Layout, Parallel, Window,
 };
 
 /// The operator domain of the fused attention op.
@@ -58,6 +62,8 @@ pub struct FlashAttentionKernel {
     /// The kernel variant: [`KernelIsa::AmxBf16`] where the node asks for
     /// bfloat16 products and the CPU runs them, else [`KernelIsa::Auto`].
     isa: KernelIsa,
+    /// Heads of rank-3 inputs (the `heads` attribute).
+    heads: Option<usize>,
 }
 
 fn window_side(value: Option<i64>) -> Option<usize> {
@@ -99,9 +105,21 @@ impl Operator for FlashAttentionOp {
         } else {
             KernelIsa::Auto
         };
+        let heads = match ctx.get::<i64>("heads") {
+            None => None,
+            Some(h) => match usize::try_from(h) {
+                Ok(h) if h > 0 => Some(h),
+                _ => {
+                    return Err(ort::Error::new(format!(
+                        "{OP_TYPE}: attribute heads must be positive, got {h}"
+                    )))
+                }
+            },
+        };
         Ok(FlashAttentionKernel {
             scale,
             isa,
+            heads,
             window: Window {
                 left: window_side(ctx.get::<i64>("window_left")),
                 right: window_side(ctx.get::<i64>("window_right")),
@@ -133,17 +151,27 @@ impl Parallel for OrtPool<'_> {
     }
 }
 
-fn dims(shape: &[i64], what: &str) -> ort::Result<[usize; 4]> {
+/// `[batch, heads, seq, head_dim]` of an input: its own dims when it has rank 4;
+/// for rank 3 (`[batch, seq, heads * head_dim]`), `heads` splits the last one.
+fn dims(shape: &[i64], what: &str, heads: Option<usize>) -> ort::Result<[usize; 4]> {
     let dims: Vec<usize> = shape
         .iter()
         .map(|&d| usize::try_from(d))
         .collect::<Result<_, _>>()
         .map_err(|_| ort::Error::new(format!("{OP_TYPE}: {what} has a negative dimension")))?;
-    <[usize; 4]>::try_from(dims.as_slice()).map_err(|_| {
-        ort::Error::new(format!(
-            "{OP_TYPE}: {what} must be [batch, heads, seq, head_dim], got shape {shape:?}"
-        ))
-    })
+    match (dims.as_slice(), heads) {
+        (&[b, h, s, d], _) => Ok([b, h, s, d]),
+        (&[b, s, hd], Some(h)) if hd % h == 0 => Ok([b, h, s, hd / h]),
+        (&[_, _, _], Some(h)) => Err(ort::Error::new(format!(
+            "{OP_TYPE}: {what} has shape {shape:?}, whose last dimension is not a multiple of heads = {h}"
+        ))),
+        (&[_, _, _], None) => Err(ort::Error::new(format!(
+            "{OP_TYPE}: {what} has rank 3 ({shape:?}): the node needs the heads attribute"
+        ))),
+        _ => Err(ort::Error::new(format!(
+            "{OP_TYPE}: {what} must be [batch, heads, seq, head_dim] or [batch, seq, heads * head_dim], got shape {shape:?}"
+        ))),
+    }
 }
 
 impl Kernel for FlashAttentionKernel {
@@ -163,10 +191,19 @@ impl Kernel for FlashAttentionKernel {
         let (q_shape, q_data) = q.try_extract_tensor::<f32>()?;
         let (k_shape, k_data) = k.try_extract_tensor::<f32>()?;
         let (v_shape, v_data) = v.try_extract_tensor::<f32>()?;
-        let [batch, heads, seq_q, head_dim] = dims(q_shape, "Q")?;
-        let [kb, kh, seq_kv, kd] = dims(k_shape, "K")?;
-        let vdims = dims(v_shape, "V")?;
-        if [kb, kh, kd] != [batch, heads, head_dim] || vdims != [kb, kh, seq_kv, kd] {
+        let layout = if q_shape.len() == 3 {
+            Layout::Bshd
+        } else {
+            Layout::Bhsd
+        };
+        let [batch, heads, seq_q, head_dim] = dims(q_shape, "Q", self.heads)?;
+        let [kb, kh, seq_kv, kd] = dims(k_shape, "K", self.heads)?;
+        let vdims = dims(v_shape, "V", self.heads)?;
+        if [kb, kh, kd] != [batch, heads, head_dim]
+            || vdims != [kb, kh, seq_kv, kd]
+            || k_shape.len() != q_shape.len()
+            || v_shape.len() != q_shape.len()
+        {
             return Err(ort::Error::new(format!(
                 "{OP_TYPE}: K {k_shape:?} and V {v_shape:?} must match Q {q_shape:?} in batch, heads and head_dim, and each other"
             )));
@@ -215,8 +252,9 @@ impl Kernel for FlashAttentionKernel {
             .output(0, q_shape.to_vec())?
             .ok_or_else(|| ort::Error::new(format!("{OP_TYPE}: output Y unavailable")))?;
         let (_, out_data) = out.try_extract_tensor_mut::<f32>()?;
-        flash_attention_with_isa(
+        flash_attention_in(
             self.isa,
+            layout,
             q_data,
             k_data,
             v_data,

@@ -12,8 +12,8 @@ use semroute_kernels::onnx::{
     ValueInfoProto,
 };
 use semroute_kernels::{
-    flash_attention, flash_attention_with_isa, naive_attention, AttentionParams, AttentionShape,
-    KernelIsa, KeyBias, ScopedThreads, Sequential, Window,
+    flash_attention, flash_attention_in, flash_attention_with_isa, naive_attention,
+    AttentionParams, AttentionShape, KernelIsa, KeyBias, Layout, ScopedThreads, Sequential, Window,
 };
 use support::{rel_err, Rng};
 
@@ -409,20 +409,24 @@ fn tensor_input(name: &str, rank: usize) -> ValueInfoProto {
 
 /// A one-node model: Y = FlashAttention(Q, K, V[, B]).
 fn single_op_model(with_bias: bool, scale: Option<f32>, window: Window) -> Vec<u8> {
-    single_op_model_with(with_bias, scale, window, false)
+    single_op_model_with(with_bias, scale, window, false, 4, None)
 }
 
+/// The single-node model with Q, K, V and Y of rank `rank`, and the `heads`
+/// attribute where given.
 fn single_op_model_with(
     with_bias: bool,
     scale: Option<f32>,
     window: Window,
     bf16_products: bool,
+    rank: usize,
+    heads: Option<usize>,
 ) -> Vec<u8> {
     let mut inputs = vec!["Q".to_string(), "K".into(), "V".into()];
     let mut graph_inputs = vec![
-        tensor_input("Q", 4),
-        tensor_input("K", 4),
-        tensor_input("V", 4),
+        tensor_input("Q", rank),
+        tensor_input("K", rank),
+        tensor_input("V", rank),
     ];
     if with_bias {
         inputs.push("B".into());
@@ -440,6 +444,9 @@ fn single_op_model_with(
     }
     if bf16_products {
         attrs.push(onnx::attr_int("bf16_products", 1));
+    }
+    if let Some(h) = heads {
+        attrs.push(onnx::attr_int("heads", h as i64));
     }
     let model = ModelProto {
         ir_version: Some(8),
@@ -464,7 +471,7 @@ fn single_op_model_with(
                 ..Default::default()
             }],
             input: graph_inputs,
-            output: vec![tensor_input("Y", 4)],
+            output: vec![tensor_input("Y", rank)],
             ..Default::default()
         }),
         ..Default::default()
@@ -604,7 +611,7 @@ fn custom_op_with_bf16_products_runs_the_amx_variant_where_the_cpu_has_it() {
     )
     .expect("direct");
 
-    let model = single_op_model_with(true, None, Window::GLOBAL, true);
+    let model = single_op_model_with(true, None, Window::GLOBAL, true, 4, None);
     let builder = Session::builder(env).expect("builder");
     let mut session = semroute_kernels::register(builder)
         .expect("register")
@@ -629,6 +636,156 @@ fn custom_op_with_bf16_products_runs_the_amx_variant_where_the_cpu_has_it() {
     assert_eq!(out, direct.as_slice(), "{isa:?}");
     let err = rel_err(out, &reference);
     assert!(err <= tol, "{isa:?}: relative error {err:e}");
+}
+
+/// `x` (`[batch, heads, seq, d]`) as `[batch, seq, heads * d]`.
+fn to_bshd(x: &[f32], batch: usize, heads: usize, seq: usize, d: usize) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    for b in 0..batch {
+        for h in 0..heads {
+            for i in 0..seq {
+                let src = ((b * heads + h) * seq + i) * d;
+                let dst = ((b * seq + i) * heads + h) * d;
+                out[dst..dst + d].copy_from_slice(&x[src..src + d]);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn bshd_layout_gives_the_bhsd_output_transposed() {
+    let mut isas = available_isas();
+    if KernelIsa::AmxBf16.is_available() {
+        isas.push(KernelIsa::AmxBf16);
+    }
+    let cases = [
+        (32, 70, 70, Window::GLOBAL, Pad::PerRow(f32::NEG_INFINITY)),
+        (64, 130, 600, Window::symmetric(20), Pad::PerRow(f32::MIN)),
+        (32, 1, 1, Window::GLOBAL, Pad::None),
+        (48, 33, 33, Window::GLOBAL, Pad::None),
+    ];
+    for isa in isas {
+        for (i, &(head_dim, seq_q, seq_kv, window, pad)) in cases.iter().enumerate() {
+            let (batch, heads) = (2, 3);
+            let shape = AttentionShape {
+                batch,
+                heads,
+                seq_q,
+                seq_kv,
+                head_dim,
+            };
+            let mut rng = Rng(900 + i as u64);
+            let q = rng.vec(batch * heads * seq_q * head_dim, 2.0);
+            let k = rng.vec(batch * heads * seq_kv * head_dim, 2.0);
+            let v = rng.vec(batch * heads * seq_kv * head_dim, 1.0);
+            let bias = bias_for(pad, batch, seq_kv);
+            let kb = bias.as_ref().map(|(data, stride)| KeyBias {
+                data,
+                batch_stride: *stride,
+            });
+            let params = AttentionParams {
+                scale: 1.0 / (head_dim as f32).sqrt(),
+                window,
+            };
+            let runner = ScopedThreads { threads: 2 };
+            let mut bhsd = vec![0.0f32; q.len()];
+            flash_attention_with_isa(isa, &q, &k, &v, kb, shape, params, &mut bhsd, &runner)
+                .expect("bhsd");
+            let mut bshd = vec![f32::NAN; q.len()];
+            flash_attention_in(
+                isa,
+                Layout::Bshd,
+                &to_bshd(&q, batch, heads, seq_q, head_dim),
+                &to_bshd(&k, batch, heads, seq_kv, head_dim),
+                &to_bshd(&v, batch, heads, seq_kv, head_dim),
+                kb,
+                shape,
+                params,
+                &mut bshd,
+                &runner,
+            )
+            .expect("bshd");
+            assert_eq!(
+                bshd,
+                to_bshd(&bhsd, batch, heads, seq_q, head_dim),
+                "{isa:?} case {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn custom_op_takes_rank_3_inputs_with_the_heads_attribute() {
+    let env = support::ort_env();
+    let (batch, heads, seq, head_dim) = (2, 4, 90, 32);
+    let shape = AttentionShape {
+        batch,
+        heads,
+        seq_q: seq,
+        seq_kv: seq,
+        head_dim,
+    };
+    let mut rng = Rng(31);
+    let n = batch * heads * seq * head_dim;
+    let (q, k, v) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+    let params = AttentionParams {
+        scale: 1.0 / (head_dim as f32).sqrt(),
+        window: Window::GLOBAL,
+    };
+    let reference = naive_attention(&q, &k, &v, None, shape, params).expect("reference");
+    for bf16 in [false, true] {
+        let model = single_op_model_with(false, None, Window::GLOBAL, bf16, 3, Some(heads));
+        let builder = Session::builder(env).expect("builder");
+        let mut session = semroute_kernels::register(builder)
+            .expect("register")
+            .commit_from_memory(&model)
+            .expect("session");
+        let dims = vec![batch, seq, heads * head_dim];
+        let t = |data: &[f32]| {
+            Tensor::from_array((dims.clone(), to_bshd(data, batch, heads, seq, head_dim)))
+                .expect("tensor")
+                .into_dyn()
+        };
+        let feeds = vec![
+            ("Q".to_string(), t(&q)),
+            ("K".to_string(), t(&k)),
+            ("V".to_string(), t(&v)),
+        ];
+        let outputs = session.run(feeds).expect("run");
+        let (out_shape, out) = outputs["Y"].try_extract_tensor::<f32>().expect("Y");
+        assert_eq!(
+            **out_shape,
+            [batch as i64, seq as i64, (heads * head_dim) as i64]
+        );
+        let tol = if bf16 && KernelIsa::AmxBf16.is_available() {
+            TOL_BF16
+        } else {
+            TOL
+        };
+        let err = rel_err(out, &to_bshd(&reference, batch, heads, seq, head_dim));
+        assert!(err <= tol, "bf16 {bf16}: relative error {err:e}");
+    }
+    // Rank 3 without the attribute is refused with a message, not guessed.
+    let model = single_op_model_with(false, None, Window::GLOBAL, false, 3, None);
+    let builder = Session::builder(env).expect("builder");
+    let mut session = semroute_kernels::register(builder)
+        .expect("register")
+        .commit_from_memory(&model)
+        .expect("session");
+    let dims = vec![batch, seq, heads * head_dim];
+    let t = || {
+        Tensor::from_array((dims.clone(), vec![0.0f32; n]))
+            .expect("tensor")
+            .into_dyn()
+    };
+    let feeds = vec![
+        ("Q".to_string(), t()),
+        ("K".to_string(), t()),
+        ("V".to_string(), t()),
+    ];
+    let err = session.run(feeds).expect_err("rank 3 without heads");
+    assert!(err.to_string().contains("heads"), "{err}");
 }
 
 #[test]

@@ -142,26 +142,49 @@ fn bf16x32(lo: __m512, hi: __m512, scale: f32) -> __m512i {
     _mm512_permutex2var_epi16(lo, idx, hi)
 }
 
-/// Packs one head's keys and values (`seq_kv x d` floats each) into `kp` and
-/// `vp` ([`packed_len`] elements each, see the module doc); padding keys are
-/// zeros. The caller checked [`available`].
-pub(super) fn pack_head(k: &[f32], v: &[f32], d: usize, kp: &mut [u16], vp: &mut [u16]) {
-    let seq_kv = k.len() / d.max(1);
-    if !supports(d) || v.len() != k.len() || kp.len() < packed_len(seq_kv, d) || vp.len() < kp.len()
+/// Packs one head's keys and values into `kp` and `vp` ([`packed_len`] elements
+/// each, see the module doc; padding keys are zeros): key and value `j` are the
+/// `d` floats of `k` and `v` from `first + j * stride`, `j < seq_kv`. The caller
+/// checked [`available`]. False when a row lies outside `k` or `v` or a packed
+/// buffer is short.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn pack_head(
+    k: &[f32],
+    v: &[f32],
+    first: usize,
+    stride: usize,
+    seq_kv: usize,
+    d: usize,
+    kp: &mut [u16],
+    vp: &mut [u16],
+) -> bool {
+    let end = match seq_kv.checked_sub(1) {
+        None => first,
+        Some(last) => first + last * stride + d,
+    };
+    if !supports(d)
+        || end > k.len()
+        || end > v.len()
+        || kp.len() < packed_len(seq_kv, d)
+        || vp.len() < kp.len()
     {
-        return;
+        return false;
     }
     // SAFETY: AVX-512 F/BW are part of `available()`'s requirements (checked
-    // by the caller); the lengths were checked above.
-    unsafe { pack_head_avx512(k, v, d, seq_kv, kp, vp) }
+    // by the caller); every row read lies below `end`, checked above.
+    unsafe { pack_head_avx512(k, v, first, stride, seq_kv, d, kp, vp) };
+    true
 }
 
 #[target_feature(enable = "avx512f,avx512bw")]
+#[allow(clippy::too_many_arguments)]
 unsafe fn pack_head_avx512(
     k: &[f32],
     v: &[f32],
-    d: usize,
+    first: usize,
+    stride: usize,
     seq_kv: usize,
+    d: usize,
     kp: &mut [u16],
     vp: &mut [u16],
 ) {
@@ -170,7 +193,7 @@ unsafe fn pack_head_avx512(
     let zero = _mm512_setzero_ps();
     let row = |x: &[f32], j: usize, f: usize| {
         if j < seq_kv {
-            _mm512_loadu_ps(x.as_ptr().add(j * d + f))
+            _mm512_loadu_ps(x.as_ptr().add(first + j * stride + f))
         } else {
             zero
         }
@@ -369,7 +392,8 @@ unsafe fn task_groups<const KC: usize>(
         for r in 0..ROWS {
             for c in 0..KC {
                 let dst = s.queries.as_mut_ptr().add(r * d + c * 32);
-                let packed = match t.q.get((r0 + r) * d + c * 32..(r0 + r) * d + c * 32 + 32) {
+                let at = (r0 + r) * t.q_stride + c * 32;
+                let packed = match t.q.get(at..at + 32) {
                     Some(x) if r < nr => bf16x32(
                         _mm512_loadu_ps(x.as_ptr()),
                         _mm512_loadu_ps(x.as_ptr().add(16)),

@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use super::{AttentionShape, Problem, QUERY_BLOCK};
+use super::{AttentionShape, Layout, Problem, QUERY_BLOCK};
 
 /// Coefficients of `e^r`'s degree-7 Taylor polynomial, highest degree first,
 /// for Horner's rule: the polynomial of
@@ -32,8 +32,11 @@ pub(super) struct Task<'a> {
     /// First query row of the task, rows in it.
     pub(super) i0: usize,
     pub(super) rows: usize,
-    /// The task's query rows, `rows x d`.
+    /// The task's query rows: row `r` at `r * q_stride`, `d` floats.
     pub(super) q: &'a [f32],
+    /// Floats from one query row to the next: `d` in `Layout::Bhsd`, `heads * d`
+    /// in `Layout::Bshd`.
+    pub(super) q_stride: usize,
     /// The key bias of the task's batch row, `seq_kv` floats.
     pub(super) bias: Option<&'a [f32]>,
 }
@@ -54,9 +57,12 @@ impl<'a> Task<'a> {
         if rows == 0 || out_len < rows * d {
             return None;
         }
-        let q =
-            p.q.get((bh * seq_q + i0) * d..(bh * seq_q + i0 + rows) * d)?;
         let b = bh / heads;
+        let (start, q_stride) = match p.layout {
+            Layout::Bhsd => ((bh * seq_q + i0) * d, d),
+            Layout::Bshd => (((b * seq_q + i0) * heads + bh % heads) * d, heads * d),
+        };
+        let q = p.q.get(start..start + (rows - 1) * q_stride + d)?;
         let bias = match p.bias {
             Some(kb) => Some(
                 kb.data
@@ -70,6 +76,7 @@ impl<'a> Task<'a> {
             i0,
             rows,
             q,
+            q_stride,
             bias,
         })
     }
@@ -85,7 +92,7 @@ impl Task<'_> {
             for f in 0..self.d {
                 let x = if r < nr {
                     self.q
-                        .get((r0 + r) * self.d + f)
+                        .get((r0 + r) * self.q_stride + f)
                         .map_or(0.0, |&x| x * scale)
                 } else {
                     0.0

@@ -22,8 +22,10 @@ itself) and ONNX Runtime `quantize_dynamic` (int8 weights, per channel):
            attention); the fused graph quantized beside it in
            `fused-attention/model.onnx`;
   router,  serve the fused graph quantized, with bfloat16 attention products
-  rampart  (`bf16_products`: AMX where the CPU has it) behind a branch that skips
-           the attention mask for batches without padding (`model.onnx`); the
+  rampart  (`bf16_products`: AMX where the CPU has it) and, where the pattern
+           allows (the router encoder), Q, K, V and the output in the
+           projections' own layout (no head transposes), behind a branch that
+           skips the attention mask for batches without padding (`model.onnx`); the
            fp32 graph quantized behind the same branch beside it in
            `onnxruntime-attention/model.onnx`;
 
@@ -91,6 +93,7 @@ TOOL_SOURCES = [
     "kernels/src/attention/avx2.rs",
     "kernels/src/attention/avx512.rs",
     "kernels/src/attention/intrinsics.rs",
+    "kernels/src/attention/layout.rs",
     "kernels/src/attention/parallel.rs",
     "kernels/src/attention/portable.rs",
     "gpu-daemon/src/model_check.rs",
@@ -563,15 +566,62 @@ def finish(tmp: Path, meta: dict, served: list[str]) -> None:
 # ---------------------------------------------------------------- models
 
 
-def with_bf16_products(src: Path, dst: Path) -> int:
-    """`src` with attribute `bf16_products = 1` on every fused attention node, to `dst`;
-    returns the number of nodes."""
+def drop_head_transposes(g: onnx.GraphProto) -> int:
+    """Feeds every fused attention node whose Q, K and V each come from `Reshape` to
+    `[batch, seq, heads, head_dim]` then `Transpose(0, 2, 1, 3)`, and whose output goes
+    through `Transpose(0, 2, 1, 3)` then `Reshape` to `[batch, seq, hidden]`, with the
+    tensors before and after them instead (rank 3, attribute `heads` from the split
+    shape), and removes those nodes where nothing else reads them. Returns the number of
+    nodes rewritten."""
+    producer = {o: n for n in g.node for o in n.output}
+    readers: dict[str, list[onnx.NodeProto]] = collections.defaultdict(list)
+    for n in g.node:
+        for i in n.input:
+            readers[i].append(n)
+    consts = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    perm = lambda n: next((list(a.ints) for a in n.attribute if a.name == "perm"), None)  # noqa: E731
+    drop, rewritten = set(), 0
+    for fa in [n for n in g.node if is_fused_attention(n)]:
+        sources, heads = [], set()
+        for x in fa.input[:3]:
+            t = producer.get(x)
+            r = producer.get(t.input[0]) if t is not None and t.op_type == "Transpose" else None
+            split = consts.get(r.input[1]) if r is not None and r.op_type == "Reshape" else None
+            if (split is None or perm(t) != [0, 2, 1, 3] or split.shape != (4,)
+                    or len(readers[x]) != 1 or len(readers[t.input[0]]) != 1):
+                break
+            sources.append((r.input[0], t, r))
+            heads.add(int(split[2]))
+        outs = readers.get(fa.output[0], [])
+        t_out = outs[0] if len(outs) == 1 and outs[0].op_type == "Transpose" and perm(outs[0]) == [0, 2, 1, 3] else None
+        r_outs = readers.get(t_out.output[0], []) if t_out is not None else []
+        r_out = r_outs[0] if len(r_outs) == 1 and r_outs[0].op_type == "Reshape" else None
+        if len(sources) != 3 or len(heads) != 1 or r_out is None or min(heads) <= 0:
+            continue
+        for i, (x, t, r) in enumerate(sources):
+            fa.input[i] = x
+            drop.update((id(t), id(r)))
+        fa.output[0] = r_out.output[0]
+        drop.update((id(t_out), id(r_out)))
+        fa.attribute.append(helper.make_attribute("heads", heads.pop()))
+        rewritten += 1
+    kept = [n for n in g.node if id(n) not in drop]
+    del g.node[:]
+    g.node.extend(kept)
+    return rewritten
+
+
+def served_fused_graph(src: Path, dst: Path) -> dict:
+    """`src` (int8, fused attention) with `bf16_products = 1` on every fused attention
+    node and the head transposes around them dropped (`drop_head_transposes`), to `dst`."""
     m = onnx.load(str(src))
     nodes = [n for n in m.graph.node if is_fused_attention(n)]
     for n in nodes:
         n.attribute.append(helper.make_attribute("bf16_products", 1))
+    rank3 = drop_head_transposes(m.graph)
+    onnx.checker.check_model(m)
     onnx.save(m, str(dst))
-    return len(nodes)
+    return {"fused_attention_nodes": len(nodes), "without_head_transposes": rank3}
 
 
 def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shipped_what: str,
@@ -616,7 +666,7 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
     q_fused = quantize(fused, fused_q)
     fused.unlink()
     bf16 = tmp / "model.fused.bf16.onnx"
-    bf16_nodes = with_bf16_products(fused_q, bf16)
+    bf16_step = served_fused_graph(fused_q, bf16)
     checks.append(check(args, kind, fp32, fused_q, tok, f"{name} fused int8 vs fp32 source", True,
                         **int8_thresholds))
     fused_q.unlink()
@@ -641,8 +691,7 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
     steps = [
         {"step": "fuse-attention", **fuse_report},
         {"step": "quantize", "input": "fused", "output": "model.fused.int8.onnx", **q_fused},
-        {"step": "bf16-products", "input": "fused int8", "output": "model.fused.bf16.onnx",
-         "fused_attention_nodes": bf16_nodes},
+        {"step": "bf16-products", "input": "fused int8", "output": "model.fused.bf16.onnx", **bf16_step},
         served_branch,
         {"step": "quantize", "input": "fp32", "output": "model.masked.onnx", **q},
         alt_branch,

@@ -5,7 +5,12 @@
 //! cargo run --release -p semroute-kernels --bin attention-bench -- \
 //!     [--model M.onnx] [--config M_config.json] [--lengths 512,2048,8192,16384,32768]
 //!     [--batch 1] [--threads 2] [--runs N] [--max-original-gb 10] [--timeout-s 150]
+//! cargo run --release -p semroute-kernels --bin attention-bench -- \
+//!     --kernel SEQ HEADS HEAD_DIM WINDOW THREADS [portable|avx2|avx512|amx-bf16]
 //! ```
+//!
+//! `--kernel` times the CPU kernel alone on random data (best of `$KERNEL_RUNS`
+//! calls, default 3; ms and GFLOP/s).
 //!
 //! The default model is the tiny ModernBERT sequence classifier from the
 //! fixtures (`$SEMROUTE_FIXTURES_DIR`, else `../shared/fixtures/tiny_modernbert`

@@ -384,6 +384,15 @@ fn fully_masked_rows_follow_the_documented_convention() {
     }
 }
 
+/// A session of `model` with the fused attention op registered.
+fn op_session(env: &ort::environment::Environment, model: &[u8]) -> Session {
+    let builder = Session::builder(env).expect("builder");
+    semroute_kernels::register(builder)
+        .expect("register")
+        .commit_from_memory(model)
+        .expect("session")
+}
+
 fn tensor_input(name: &str, rank: usize) -> ValueInfoProto {
     ValueInfoProto {
         name: Some(name.into()),
@@ -534,11 +543,7 @@ fn custom_op_in_onnx_runtime_matches_reference() {
         let reference = naive_attention(&q, &k, &v, kb, shape, params).expect("reference");
 
         let model = single_op_model(with_bias, scale, window);
-        let builder = Session::builder(env).expect("builder");
-        let mut session = semroute_kernels::register(builder)
-            .expect("register")
-            .commit_from_memory(&model)
-            .expect("session");
+        let mut session = op_session(env, &model);
         let dims = vec![batch, heads, seq, head_dim];
         let t = |data: &Vec<f32>| Tensor::from_array((dims.clone(), data.clone())).expect("tensor");
         let mut feeds = vec![
@@ -612,11 +617,7 @@ fn custom_op_with_bf16_products_runs_the_amx_variant_where_the_cpu_has_it() {
     .expect("direct");
 
     let model = single_op_model_with(true, None, Window::GLOBAL, true, 4, None);
-    let builder = Session::builder(env).expect("builder");
-    let mut session = semroute_kernels::register(builder)
-        .expect("register")
-        .commit_from_memory(&model)
-        .expect("session");
+    let mut session = op_session(env, &model);
     let dims = vec![batch, heads, seq, head_dim];
     let t = |data: &Vec<f32>| Tensor::from_array((dims.clone(), data.clone())).expect("tensor");
     let feeds = vec![
@@ -736,11 +737,7 @@ fn custom_op_takes_rank_3_inputs_with_the_heads_attribute() {
     let reference = naive_attention(&q, &k, &v, None, shape, params).expect("reference");
     for bf16 in [false, true] {
         let model = single_op_model_with(false, None, Window::GLOBAL, bf16, 3, Some(heads));
-        let builder = Session::builder(env).expect("builder");
-        let mut session = semroute_kernels::register(builder)
-            .expect("register")
-            .commit_from_memory(&model)
-            .expect("session");
+        let mut session = op_session(env, &model);
         let dims = vec![batch, seq, heads * head_dim];
         let t = |data: &[f32]| {
             Tensor::from_array((dims.clone(), to_bshd(data, batch, heads, seq, head_dim)))
@@ -768,11 +765,7 @@ fn custom_op_takes_rank_3_inputs_with_the_heads_attribute() {
     }
     // Rank 3 without the attribute is refused with a message, not guessed.
     let model = single_op_model_with(false, None, Window::GLOBAL, false, 3, None);
-    let builder = Session::builder(env).expect("builder");
-    let mut session = semroute_kernels::register(builder)
-        .expect("register")
-        .commit_from_memory(&model)
-        .expect("session");
+    let mut session = op_session(env, &model);
     let dims = vec![batch, seq, heads * head_dim];
     let t = || {
         Tensor::from_array((dims.clone(), vec![0.0f32; n]))
@@ -792,11 +785,7 @@ fn custom_op_takes_rank_3_inputs_with_the_heads_attribute() {
 fn custom_op_rejects_bad_shapes() {
     let env = support::ort_env();
     let model = single_op_model(false, None, Window::GLOBAL);
-    let builder = Session::builder(env).expect("builder");
-    let mut session = semroute_kernels::register(builder)
-        .expect("register")
-        .commit_from_memory(&model)
-        .expect("session");
+    let mut session = op_session(env, &model);
     let q = Tensor::from_array((vec![1usize, 2, 3, 4], vec![0.0f32; 24])).expect("tensor");
     let k = Tensor::from_array((vec![1usize, 2, 3, 8], vec![0.0f32; 48])).expect("tensor");
     let v = Tensor::from_array((vec![1usize, 2, 3, 8], vec![0.0f32; 48])).expect("tensor");

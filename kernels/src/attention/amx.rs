@@ -50,8 +50,10 @@ use std::arch::x86_64::*;
 use std::cell::Cell;
 use std::sync::OnceLock;
 
+use super::avx512::{column_mask, exp_ps_taylor};
+use super::intrinsics::EXP_TAYLOR;
 use super::intrinsics::{Ranges, Task};
-use super::{exp_nonpositive, Problem, EXP_FLOOR, LANES, LN2_HI, LN2_LO};
+use super::{exp_nonpositive, Problem, LANES};
 
 /// Query rows per group: the rows of one tile.
 const ROWS: usize = 16;
@@ -542,44 +544,12 @@ unsafe fn pv<const KC: usize>(s: &mut Scratch, vp: &[u16], c0: usize, cols: usiz
 }
 
 /// `exp(x)` lane-wise for `x <= 0` (and `-inf`), for probabilities rounded to
-/// bfloat16 next: the Cody-Waite reduction of
-/// [`exp_nonpositive`](super::exp_nonpositive) with a degree-5 Taylor
-/// polynomial (relative error below 3e-6, against bfloat16's 4e-3), `2^n` by
-/// `vscalefps`. Inputs below -87 give 0.
+/// bfloat16 next: the degree-5 Taylor polynomial (relative error below 3e-6,
+/// against bfloat16's 4e-3).
 #[inline]
 #[target_feature(enable = "avx512f")]
 fn exp_ps(x: __m512) -> __m512 {
-    let floor = _mm512_set1_ps(EXP_FLOOR);
-    let keep = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, floor);
-    let xc = _mm512_max_ps(x, floor);
-    let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
-        _mm512_mul_ps(xc, _mm512_set1_ps(std::f32::consts::LOG2_E)),
-    );
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_HI), xc);
-    let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(LN2_LO), r);
-    let mut poly = _mm512_set1_ps(1.0 / 120.0);
-    for c in [1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0] {
-        poly = _mm512_fmadd_ps(poly, r, _mm512_set1_ps(c));
-    }
-    _mm512_maskz_mov_ps(keep, _mm512_scalef_ps(poly, n))
-}
-
-/// Lanes `l` of the 16 columns starting at `col` with `lo <= col + l < hi`.
-#[inline(always)]
-fn column_mask(col: usize, lo: usize, hi: usize) -> __mmask16 {
-    let from = lo.saturating_sub(col).min(LANES);
-    let to = hi.saturating_sub(col).min(LANES);
-    if from >= to {
-        return 0;
-    }
-    let upto = |n: usize| {
-        if n >= LANES {
-            u16::MAX
-        } else {
-            (1u16 << n) - 1
-        }
-    };
-    upto(to) & !upto(from)
+    exp_ps_taylor(x, &EXP_TAYLOR[2..])
 }
 
 /// Step 2: bias and masks on the strip's scores, the online softmax across

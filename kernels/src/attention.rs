@@ -40,7 +40,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 pub use self::layout::Layout;
-use self::layout::{bhsd_into_bshd, bshd_to_bhsd, OutRows};
+use self::layout::{bhsd_into_bshd, bshd_into_bhsd, OutRows};
 pub use self::parallel::{Parallel, ScopedThreads, Sequential};
 pub use self::reference::naive_attention;
 
@@ -403,34 +403,39 @@ pub fn flash_attention_in(
     }
     let d = shape.head_dim;
     let kernel = select_kernel(isa, d);
-    if layout == Layout::Bshd && !kernel.bf16 {
-        // The fp32 kernels read each head's rows contiguously: run them on copies.
-        let to_bhsd = |x: &[f32], seq: usize| bshd_to_bhsd(x, seq, shape.heads, d);
-        let (qt, kt, vt) = (
-            to_bhsd(q, shape.seq_q),
-            to_bhsd(k, shape.seq_kv),
-            to_bhsd(v, shape.seq_kv),
-        );
-        let mut ot = vec![0.0f32; out.len()];
-        flash_attention_in(
-            isa,
+    let mut ws = WORKSPACE.take();
+    let result = if layout == Layout::Bshd && !kernel.bf16 {
+        // The fp32 kernels read each head's rows contiguously: they run on copies
+        // in Layout::Bhsd, kept in the workspace like the other buffers.
+        let mut copies = std::mem::take(&mut ws.copies);
+        let [qt, kt, vt, ot] = &mut copies;
+        bshd_into_bhsd(q, qt, shape.seq_q, shape.heads, d);
+        bshd_into_bhsd(k, kt, shape.seq_kv, shape.heads, d);
+        bshd_into_bhsd(v, vt, shape.seq_kv, shape.heads, d);
+        ot.resize(out.len(), 0.0);
+        let result = run_tasks(
+            kernel,
             Layout::Bhsd,
-            &qt,
-            &kt,
-            &vt,
+            qt,
+            kt,
+            vt,
             bias,
             shape,
             params,
-            &mut ot,
+            ot,
             runner,
-        )?;
-        bhsd_into_bshd(&ot, out, shape.seq_q, shape.heads, d);
-        return Ok(());
-    }
-    let mut ws = WORKSPACE.take();
-    let result = run_tasks(
-        kernel, layout, q, k, v, bias, shape, params, out, runner, &mut ws,
-    );
+            &mut ws,
+        );
+        if result.is_ok() {
+            bhsd_into_bshd(ot, out, shape.seq_q, shape.heads, d);
+        }
+        ws.copies = copies;
+        result
+    } else {
+        run_tasks(
+            kernel, layout, q, k, v, bias, shape, params, out, runner, &mut ws,
+        )
+    };
     if ws.bytes() <= WORKSPACE_KEEP_BYTES {
         WORKSPACE.set(ws);
     }
@@ -450,13 +455,16 @@ struct Workspace {
     kt: Vec<Lanes>,
     /// Output slots of a `Layout::Bshd` call.
     slots: Vec<f32>,
+    /// Q, K, V and the output of a `Layout::Bshd` call to the fp32 kernels, in
+    /// `Layout::Bhsd`.
+    copies: [Vec<f32>; 4],
 }
 
 impl Workspace {
     fn bytes(&self) -> usize {
         (self.kp.capacity() + self.vp.capacity()) * 2
             + self.kt.capacity() * std::mem::size_of::<Lanes>()
-            + self.slots.capacity() * 4
+            + (self.slots.capacity() + self.copies.iter().map(Vec::capacity).sum::<usize>()) * 4
     }
 }
 
@@ -491,6 +499,7 @@ fn run_tasks(
         vp,
         kt,
         slots: scratch,
+        ..
     } = ws;
     if layout == Layout::Bshd {
         scratch.resize(out.len(), 0.0);

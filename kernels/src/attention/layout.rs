@@ -54,9 +54,10 @@ impl OutRows {
     }
 }
 
-/// `x` (`[batch, seq, heads * d]`) as `[batch, heads, seq, d]`.
-pub(super) fn bshd_to_bhsd(x: &[f32], seq: usize, heads: usize, d: usize) -> Vec<f32> {
-    let mut out = vec![0.0f32; x.len()];
+/// `x` (`[batch, seq, heads * d]`) into `out` as `[batch, heads, seq, d]` (`out`
+/// resized to `x`'s length; every element is written).
+pub(super) fn bshd_into_bhsd(x: &[f32], out: &mut Vec<f32>, seq: usize, heads: usize, d: usize) {
+    out.resize(x.len(), 0.0);
     for (row, src) in x.chunks_exact(d).enumerate() {
         let (b, i, h) = (row / (seq * heads), row / heads % seq, row % heads);
         if let Some(dst) =
@@ -65,7 +66,6 @@ pub(super) fn bshd_to_bhsd(x: &[f32], seq: usize, heads: usize, d: usize) -> Vec
             dst.copy_from_slice(src);
         }
     }
-    out
 }
 
 /// `x` (`[batch, heads, seq, d]`) written into `out` as `[batch, seq, heads * d]`.

@@ -31,14 +31,14 @@ use semroute_proto::v1::{ClassifyResponse, Timings};
 use thiserror::Error;
 
 use crate::body_rewrite::{self, BodyState, RewriteError};
-use crate::classify_request::{classify_request, ClassifyParts};
+use crate::classify_request::{classify_request, reduction, text_risk, ClassifyParts};
 use crate::compression::{RiskFlags, TokenCalibration, SCORED_ALONE};
 use crate::config::{FilterConfig, PiiModelPass};
 use crate::error_response::ErrorResponse;
 use crate::json_scan::{FeedError, ScanErrorKind, Scanner};
 use crate::pii_mask::MaskTable;
 use crate::pii_restore::Restorer;
-use crate::policy::{self, FallbackReason, RequestFacts, Route, Verdict};
+use crate::policy::{self, FallbackReason, RequestFacts, Route, TextRisk, Verdict};
 use crate::prompt_texts::PromptTexts;
 use crate::request::{Api, ExtractError, Extractor, ModelValue};
 use crate::request_edits::RequestEdits;
@@ -175,6 +175,8 @@ pub struct HttpFilter {
     jailbreak_cue: bool,
     /// What the risk scan found in the text and the scan text ([`RequestFacts::risk`]).
     risk: RiskFlags,
+    /// The same per text the daemon scores ([`RequestFacts::text_risk`]).
+    text_risk: TextRisk,
     /// Entity types the risk scan found with a validated pattern
     /// ([`RequestFacts::pattern_pii`]).
     pattern_pii: Vec<&'static str>,
@@ -263,6 +265,7 @@ impl HttpFilter {
             daemon_us: None,
             jailbreak_cue: false,
             risk: RiskFlags::empty(),
+            text_risk: TextRisk::default(),
             pattern_pii: Vec::new(),
             daemon_timings: None,
             cpu_us: 0,
@@ -551,6 +554,7 @@ impl HttpFilter {
             auto,
             jailbreak_cue: false,
             risk: RiskFlags::empty(),
+            text_risk: TextRisk::default(),
             pattern_pii: &[],
         };
         let signals = policy::signals_needed(&self.config, auto);
@@ -596,11 +600,14 @@ impl HttpFilter {
         facts.jailbreak_cue = self.jailbreak_cue;
         self.risk = risk;
         facts.risk = risk;
+        self.text_risk = text_risk(&compressed, scan.as_ref());
+        facts.text_risk = self.text_risk;
         let pattern_pii = pattern_types(risk);
         self.pattern_pii = pattern_pii.clone();
         facts.pattern_pii = &pattern_pii;
         self.compress_us = host.now_us().saturating_sub(t0);
         self.sent_tokens_raw = compressed.kept_tokens_raw;
+        let scan_reduction = scan.as_ref().map(reduction);
         let (scan_text, scan_flagged, scan_pii, scan_pattern_text) = scan
             .map(|c| (c.text, c.flagged_sentences, c.pii_sentences, c.pattern_text))
             .unwrap_or_default();
@@ -615,6 +622,7 @@ impl HttpFilter {
             scan_flagged,
             scan_pii,
             scan_pattern_text,
+            scan_reduction,
             pii_patterns_only,
         });
         let Some(mut request) = request else {
@@ -696,6 +704,7 @@ impl HttpFilter {
             auto,
             jailbreak_cue: self.jailbreak_cue,
             risk: self.risk,
+            text_risk: self.text_risk,
             pattern_pii: &self.pattern_pii,
         };
         let verdict = if status_code != 0 {

@@ -11,7 +11,9 @@
 use semroute_proto::signal;
 use semroute_proto::v1::{ClassifyResponse, JailbreakResult};
 
-use crate::config::{Conditions, FailureMode, FilterConfig, JailbreakAction, PiiAction};
+use crate::config::{
+    Conditions, FailureMode, FilterConfig, JailbreakAction, JailbreakPolicy, PiiAction,
+};
 use crate::error_response::ErrorResponse;
 use crate::request_edits::RequestEdits;
 use crate::risk::RiskFlags;
@@ -66,12 +68,26 @@ pub struct RequestFacts<'a> {
     pub jailbreak_cue: bool,
     /// The kinds the risk scan found in the text and the scan text; an instruction override
     /// or a harmful request lowers the jailbreak threshold
-    /// ([`crate::config::JailbreakPolicy::threshold_for`]).
+    /// ([`crate::config::JailbreakPolicy::threshold_for`]) of a daemon score that is not
+    /// given per text.
     pub risk: RiskFlags,
+    /// The same kinds per text the daemon scores: each text's jailbreak score is compared
+    /// with the threshold its own cues call for.
+    pub text_risk: TextRisk,
     /// Entity types of the values the filter's risk scan found with a validated pattern
     /// (`EMAIL_ADDRESS`, `PHONE_NUMBER`, `CREDIT_CARD`, `IBAN_CODE`, `US_SSN`,
     /// `IP_ADDRESS`); see [`crate::config::PiiPolicy::fail_closed_on_pattern`].
     pub pattern_pii: &'a [&'static str],
+}
+
+/// The risk kinds the filter's scan found in each text of a `Classify` request
+/// ([`crate::classify_request::text_risk`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TextRisk {
+    /// In `ClassifyRequest.text`.
+    pub text: RiskFlags,
+    /// In `ClassifyRequest.scan_text`.
+    pub scan_text: RiskFlags,
 }
 
 /// A request that goes on to an upstream.
@@ -317,31 +333,59 @@ fn readings(j: &JailbreakResult) -> String {
     }
 }
 
+/// The jailbreak score at or over its threshold, with that threshold, if any. Each text's
+/// own score (`text_score`, `scan_text_score`) is compared with the threshold its own cues
+/// call for, as the thresholds were chosen on single texts: an instruction override in an
+/// earlier turn does not lower the bar for the last one. A reply without per-text scores
+/// has its `score` compared with the threshold the cues of both texts call for.
+fn over_threshold(
+    policy: &JailbreakPolicy,
+    facts: &RequestFacts<'_>,
+    j: &JailbreakResult,
+) -> Option<(f32, f32)> {
+    let per_text = [
+        (j.text_score, facts.text_risk.text),
+        (j.scan_text_score, facts.text_risk.scan_text),
+    ];
+    if per_text.iter().all(|(score, _)| score.is_none()) {
+        let threshold = policy.threshold_for(facts.risk);
+        return (j.score >= threshold).then_some((j.score, threshold));
+    }
+    per_text
+        .into_iter()
+        .filter_map(|(score, risk)| Some((score?, policy.threshold_for(risk))))
+        .find(|(score, threshold)| score >= threshold)
+}
+
 /// Verdict from a daemon reply.
 pub fn decide(config: &FilterConfig, facts: RequestFacts<'_>, reply: &ClassifyResponse) -> Verdict {
     let mut jailbreak_mark = None;
-    if config.jailbreak.enabled {
-        let threshold = config.jailbreak.threshold_for(facts.risk);
-        if let Some(j) = &reply.jailbreak {
-            if j.score >= threshold {
-                match config.jailbreak.action {
-                    JailbreakAction::Block => {
-                        log::info!(
-                            "semroute: blocked: jailbreak score {:.7} >= threshold {threshold:.7}{}",
-                            j.score,
-                            readings(j),
-                        );
-                        return Verdict::Reject {
-                            error: ErrorResponse::blocked(
-                                "this request was blocked by the router's prompt-injection policy",
-                                "jailbreak_detected",
-                            ),
-                            decision: "jailbreak-block",
-                        };
-                    }
-                    JailbreakAction::Mark => jailbreak_mark = Some(j.score),
-                }
+    let over = reply
+        .jailbreak
+        .as_ref()
+        .filter(|_| config.jailbreak.enabled)
+        .and_then(|j| Some((j, over_threshold(&config.jailbreak, &facts, j)?)));
+    if let Some((j, (score, threshold))) = over {
+        match config.jailbreak.action {
+            JailbreakAction::Block => {
+                // The daemon's two readings are those of its highest text.
+                let readings = if score == j.score {
+                    readings(j)
+                } else {
+                    String::new()
+                };
+                log::info!(
+                    "semroute: blocked: jailbreak score {score:.7} >= threshold {threshold:.7}{readings}",
+                );
+                return Verdict::Reject {
+                    error: ErrorResponse::blocked(
+                        "this request was blocked by the router's prompt-injection policy",
+                        "jailbreak_detected",
+                    ),
+                    decision: "jailbreak-block",
+                };
             }
+            JailbreakAction::Mark => jailbreak_mark = Some(score),
         }
     }
     let pii = pii_types_present(config, reply);
@@ -476,6 +520,10 @@ mod tests {
         auto: true,
         jailbreak_cue: false,
         risk: RiskFlags::empty(),
+        text_risk: TextRisk {
+            text: RiskFlags::empty(),
+            scan_text: RiskFlags::empty(),
+        },
         pattern_pii: &[],
     };
 
@@ -508,6 +556,7 @@ mod tests {
             auto: false,
             jailbreak_cue: false,
             risk: RiskFlags::empty(),
+            text_risk: TextRisk::default(),
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &[])));
@@ -600,6 +649,63 @@ mod tests {
         assert!(blocked(decide(&c, harmful, &reply("math", 0.9, 0.92, &[]))));
     }
 
+    /// A reply whose jailbreak score is given per text.
+    fn per_text_reply(text: f32, scan_text: Option<f32>) -> ClassifyResponse {
+        let mut r = reply("math", 0.9, text.max(scan_text.unwrap_or(0.0)), &[]);
+        if let Some(j) = r.jailbreak.as_mut() {
+            j.text_score = Some(text);
+            j.scan_text_score = scan_text;
+        }
+        r
+    }
+
+    #[test]
+    fn each_text_is_held_to_the_threshold_of_its_own_cues() {
+        let c = config("");
+        // A harmful request in an earlier turn: the last turn keeps the general threshold.
+        let earlier = RequestFacts {
+            risk: RiskFlags::HARMFUL_REQUEST,
+            text_risk: TextRisk {
+                text: RiskFlags::empty(),
+                scan_text: RiskFlags::HARMFUL_REQUEST,
+            },
+            ..AUTO
+        };
+        // Between the harmful-request default (0.9810137) and the general one.
+        assert!(!blocked(decide(
+            &c,
+            earlier,
+            &per_text_reply(0.99, Some(0.2))
+        )));
+        assert!(blocked(decide(
+            &c,
+            earlier,
+            &per_text_reply(0.2, Some(0.99))
+        )));
+        assert!(blocked(decide(
+            &c,
+            earlier,
+            &per_text_reply(0.99995, Some(0.2))
+        )));
+        // The same cue in the last turn lowers its threshold, not the earlier turns'.
+        let last = RequestFacts {
+            text_risk: TextRisk {
+                text: RiskFlags::HARMFUL_REQUEST,
+                scan_text: RiskFlags::empty(),
+            },
+            ..earlier
+        };
+        assert!(blocked(decide(&c, last, &per_text_reply(0.99, Some(0.2)))));
+        assert!(!blocked(decide(&c, last, &per_text_reply(0.2, Some(0.99)))));
+        // A text at its threshold blocks though the other is higher: marked with its score.
+        let c = config(r#","jailbreak":{"action":"mark"}"#);
+        let r = route(decide(&c, last, &per_text_reply(0.99, Some(0.9995))));
+        assert_eq!(r.jailbreak_mark, Some(0.99));
+        // A daemon without per-text scores: its score against the cues of both texts.
+        let c = config("");
+        assert!(blocked(decide(&c, earlier, &reply("math", 0.9, 0.99, &[]))));
+    }
+
     #[test]
     fn pii_allow_lists_and_actions() {
         let c = config(r#","pii":{"allow":["DATE_TIME"]}"#);
@@ -619,6 +725,7 @@ mod tests {
             auto: false,
             jailbreak_cue: false,
             risk: RiskFlags::empty(),
+            text_risk: TextRisk::default(),
             pattern_pii: &[],
         };
         let r = route(decide(&c, facts, &reply("math", 0.9, 0.0, &["US_SSN"])));

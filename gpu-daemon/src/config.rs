@@ -195,13 +195,14 @@ pub struct LimitsConfig {
     /// 23 of 60 benign ones.
     pub jailbreak_refine_from: f32,
     /// Jailbreak: the filter's flagged sentences are scored alone (under
-    /// `jailbreak_refine_below`) only in a prompt of at most this many tokens before
-    /// compression (`ClassifyRequest.reduction.original_tokens`, else the text's own). An
+    /// `jailbreak_refine_below`) only in a text of at most this many tokens before
+    /// compression (`ClassifyRequest.reduction.original_tokens` for `text`,
+    /// `scan_reduction.original_tokens` for `scan_text`, else the text's own). An
     /// instruction override among a few ordinary sentences is diluted in its window, not
     /// alone; in a long document a flagged sentence is most often a quoted attack (a
     /// security guide, a paper on jailbreaks), which alone can score as high as a live one.
     pub jailbreak_flagged_alone_max_tokens: u32,
-    /// Jailbreak: the filter's flagged sentences are scored alone only in a request with
+    /// Jailbreak: the filter's flagged sentences are scored alone only in a text with
     /// at most this many of them (0..=64; 0: never): a text dense with cues already holds
     /// them in its windows, and each sentence alone costs a pass.
     pub jailbreak_flagged_alone_max_sentences: usize,

@@ -396,6 +396,9 @@ struct InputLine {
     /// `reduction.original_tokens`); 0: `text`'s own tokens.
     #[serde(default)]
     original_tokens: u32,
+    /// The same for `scan_text` (`scan_reduction.original_tokens`).
+    #[serde(default)]
+    scan_original_tokens: u32,
 }
 
 /// The engine's input for one `classify` line. Errors: a span that is not a range of
@@ -416,6 +419,7 @@ fn classify_input(l: InputLine, signals: SignalSet) -> Result<ClassifyInput, Spa
         pattern_text: l.pattern_text,
         pii_patterns_only: l.pii_patterns_only,
         original_tokens: l.original_tokens,
+        scan_original_tokens: l.scan_original_tokens,
         text: l.text,
         scan_text: l.scan_text,
         signals,
@@ -455,6 +459,8 @@ fn output_json(out: &ClassifyOutput, total_ms: f64) -> serde_json::Value {
             "windows": j.windows,
             "window": [j.window.0, j.window.1],
             "in_scan_text": j.window.2 == Part::ScanText,
+            "text_score": j.part_score(Part::Text),
+            "scan_text_score": j.part_score(Part::ScanText),
         });
     }
     if let Some(p) = &out.pii {
@@ -552,6 +558,7 @@ fn classify_lines(
             pii_sentences: Vec::new(),
             scan_pii_sentences: Vec::new(),
             original_tokens: 0,
+            scan_original_tokens: 0,
         }))?;
     } else {
         let reader: Box<dyn BufRead> = match input {

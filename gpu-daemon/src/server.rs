@@ -103,6 +103,7 @@ pub fn validate(req: ClassifyRequest, max_text_bytes: usize) -> Result<ClassifyI
         pattern_text,
         pii_patterns_only: req.pii_patterns_only,
         original_tokens: req.reduction.map_or(0, |r| r.original_tokens),
+        scan_original_tokens: req.scan_reduction.map_or(0, |r| r.original_tokens),
         pii_sentences,
         scan_pii_sentences,
     })
@@ -140,6 +141,8 @@ pub fn to_response(
             in_scan_text: j.window.2 == Part::ScanText,
             encoder_score: j.encoder_score.max(0.0),
             ngram_logit: j.ngram_logit,
+            text_score: j.part_score(Part::Text).map(|s| s.max(0.0)),
+            scan_text_score: j.part_score(Part::ScanText).map(|s| s.max(0.0)),
         }),
         pii: out.pii.map(|entities| PiiResult {
             entities: entities

@@ -709,6 +709,51 @@ async fn served_encoder_scores_a_flagged_override_alone_in_a_short_prompt() {
         long.score < FILTER_THRESHOLD && long.windows == 1,
         "{long:?}"
     );
+    // The same notes as an earlier turn (scan_text) under a short last turn: each text is
+    // judged on its own length before compression, so what the filter kept of a
+    // 5,000-token earlier turn gets the windows alone, however short the last turn.
+    let follow_up = "Summarize the notes above in three bullet points.";
+    let earlier = |scan_original_tokens: Option<u32>| {
+        let request = ClassifyRequest {
+            request_id: "earlier-turn".into(),
+            text: follow_up.as_bytes().to_vec(),
+            scan_text: text.clone().into_bytes(),
+            signals: vec!["jailbreak".into()],
+            scan_flagged_sentences: vec![span],
+            reduction: Some(Reduction {
+                original_tokens: 12,
+                ..Default::default()
+            }),
+            scan_reduction: scan_original_tokens.map(|original_tokens| Reduction {
+                original_tokens,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut c = client.clone();
+        async move {
+            c.classify(request)
+                .await
+                .expect("classify")
+                .into_inner()
+                .jailbreak
+                .expect("jailbreak result")
+        }
+    };
+    let short = earlier(None).await;
+    assert!(
+        short.score > FILTER_THRESHOLD && short.in_scan_text,
+        "{short:?}"
+    );
+    assert_eq!(short.scan_text_score, Some(short.score));
+    let long = earlier(Some(5_000)).await;
+    assert!(long.score < FILTER_THRESHOLD, "{long:?}");
+    // Each text's own score is given; the request's is the higher.
+    let (t, s) = (
+        long.text_score.expect("text"),
+        long.scan_text_score.expect("scan"),
+    );
+    assert_eq!(long.score, t.max(s), "{long:?}");
     // Ordinary notes with no flagged sentence cost one window and stay benign.
     let plain = client
         .classify(ClassifyRequest {

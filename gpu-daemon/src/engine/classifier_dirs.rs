@@ -34,8 +34,8 @@ type ScoredText<'a> = (Part, usize, Cow<'a, str>);
 struct TextScores {
     /// Sum over the windows of the label probabilities `[labels]`.
     probs_sum: Vec<f32>,
-    /// The window with the highest probability of the positive label (`windows` unset).
-    best: Option<JailbreakOutput>,
+    /// The probability of the positive label, highest per text and over both.
+    jailbreak: JailbreakOutput,
     /// Windows scored.
     windows: u32,
 }
@@ -77,9 +77,8 @@ impl SequenceSignals {
                     let ngrams = self.domain_ngrams.as_ref();
                     let probs = domain_probabilities(ngrams, &input.text, mean);
                     outputs[req].domain = Some(domain_output(&c.id2label, probs));
-                } else if let Some(mut b) = scores.best {
-                    b.windows = scores.windows;
-                    outputs[req].jailbreak = Some(b);
+                } else if scores.jailbreak.windows > 0 {
+                    outputs[req].jailbreak = Some(scores.jailbreak);
                 }
                 outputs[req].timings.inference_us += t0.elapsed().as_micros() as u64;
             }
@@ -166,7 +165,7 @@ fn score_texts(
         .max(1);
     let mut scores = TextScores {
         probs_sum: vec![0f32; c.id2label.len()],
-        best: None,
+        jailbreak: JailbreakOutput::empty(),
         windows: 0,
     };
     for (part, base, text) in texts {
@@ -196,16 +195,10 @@ fn score_texts(
                 .zip(&p)
                 .for_each(|(s, v)| *s += v);
             let score = p.get(positive).copied().unwrap_or(0.0);
-            if scores.best.as_ref().is_none_or(|b| score > b.score) {
-                let span = byte_span(&tok, w.clone(), text.len());
-                scores.best = Some(JailbreakOutput {
-                    score,
-                    encoder_score: score,
-                    ngram_logit: None,
-                    windows: 0,
-                    window: (base + span.0, base + span.1, part),
-                });
-            }
+            let span = byte_span(&tok, w.clone(), text.len());
+            scores
+                .jailbreak
+                .record(part, (base + span.0, base + span.1), score);
         }
     }
     Ok(scores)

@@ -1,27 +1,26 @@
 //! The jailbreak score's second reading: the hashed n-gram model
-//! ([`NgramScorer`], `models.jailbreak.ngrams`), whose logit is added to the log-odds of
-//! the highest window's probability.
+//! ([`NgramScorer`], `models.jailbreak.ngrams`), whose logit for a text is added to the
+//! log-odds of that text's highest window probability (see `jailbreak_score.rs`).
 //!
-//! The model reads what the encoder's windows read for the jailbreak, `text` and
-//! `scan_text` with their other readings ([`jailbreak_readings`]: invisible characters
-//! as spaces, look-alike letters as Latin, encoded payloads decoded), and each sentence
-//! the filter's risk scan flagged in them, alone, with its readings; the highest of those
-//! logits counts; a text that holds invisible characters is also read with them left
-//! out, as the encoder's tokenizer reads it, each text without its diacritics
-//! ([`without_diacritics`], as that tokenizer reads them), and each text or reading that
-//! mixes writing systems once per system ([`per_script_texts`]: ordinary text in a
-//! script the model has learned as benign does not dilute a jailbreak in another). So an
-//! invisible character never lowers the score (between the words, the spaced reading
-//! scores like the plain text; inside them, the text without it does), and a flagged
-//! sentence scored alone
-//! keeps an instruction override buried in a paragraph of prose from being averaged away
-//! by the paragraph's n-grams.
+//! The model reads each text the encoder reads for the jailbreak (`text`, `scan_text`)
+//! with its other readings ([`jailbreak_readings`]: invisible characters as spaces,
+//! look-alike letters as Latin, encoded payloads decoded), and each sentence the filter's
+//! risk scan flagged in it, alone, with its readings; the highest of those logits is the
+//! text's. A text that holds invisible characters is also read with them left out, as the
+//! encoder's tokenizer reads it; each text without its diacritics ([`without_diacritics`],
+//! as that tokenizer reads them); and each text or reading that mixes writing systems once
+//! per system ([`per_script_texts`]: ordinary text in a script the model has learned as
+//! benign does not dilute a jailbreak in another). So an invisible character never lowers
+//! the score (between the words, the spaced reading scores like the plain text; inside
+//! them, the text without it does), and a flagged sentence scored alone keeps an
+//! instruction override buried in a paragraph of prose from being averaged away by the
+//! paragraph's n-grams.
 //!
 //! The logit counts from [`NGRAM_LOGIT_FLOOR`] up, so that no text around a jailbreak can
 //! outvote an encoder that is certain of it. Each text is read up to
-//! [`MAX_NGRAM_BYTES`](crate::models::ngrams::MAX_NGRAM_BYTES),
-//! and at most [`MAX_FLAGGED_JOBS`] flagged sentences and their readings per request, so a
-//! request's cost stays bounded whatever its size and its flagged spans.
+//! [`MAX_NGRAM_BYTES`](crate::models::ngrams::MAX_NGRAM_BYTES), and at most
+//! [`MAX_FLAGGED_JOBS`] flagged sentences and their readings per text, so a request's cost
+//! stays bounded whatever its size and its flagged spans.
 
 use std::borrow::Cow;
 use std::time::Instant;
@@ -47,9 +46,10 @@ pub(super) fn with_ngram_logit(score: f32, logit: f32) -> f32 {
 }
 
 impl SequenceSignals {
-    /// Sets each jailbreak result's `encoder_score` to its score and, with an n-gram model
-    /// configured, adds the model's logit ([`ngram_logit`], at least
-    /// [`NGRAM_LOGIT_FLOOR`]) to the score's log-odds; its time counts as postprocessing.
+    /// With an n-gram model configured, reads each scored text's logit ([`ngram_logit`]),
+    /// unless it was read before the refinement; then each text's score and the request's
+    /// ([`JailbreakOutput::combine`](super::JailbreakOutput::combine)). Its time counts as
+    /// postprocessing.
     pub(super) fn add_ngram_logits(
         &self,
         inputs: &[ClassifyInput],
@@ -59,49 +59,43 @@ impl SequenceSignals {
             let Some(j) = out.jailbreak.as_mut() else {
                 continue;
             };
-            j.encoder_score = j.score;
-            if let Some(scorer) = &self.jailbreak_ngrams {
-                let t0 = Instant::now();
-                // Read before the refinement where the encoder's head ran (see
-                // `sequence::plan_refinement`); the same texts, so the same logit.
-                let logit = j
-                    .ngram_logit
-                    .unwrap_or_else(|| ngram_logit(scorer, input, self.limits.max_readings));
-                j.ngram_logit = Some(logit);
-                j.score = with_ngram_logit(j.score, logit);
-                out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
-            }
+            let t0 = Instant::now();
+            let max_readings = self.limits.max_readings;
+            let scorer = self.jailbreak_ngrams.as_ref();
+            j.read_ngrams(|part| scorer.map(|s| ngram_logit(s, input, part, max_readings)));
+            j.combine();
+            out.timings.postprocess_us += t0.elapsed().as_micros() as u64;
         }
     }
 }
 
-/// The highest n-gram logit over `text`, `scan_text` (when not empty), their readings
-/// (at most `max_readings` each, and each without its diacritics, [`without_diacritics`]),
+/// The highest n-gram logit over the text of `part` (`text` or `scan_text`), its readings
+/// (at most `max_readings`, and the text without its diacritics, [`without_diacritics`]),
 /// each of those once per writing system where it mixes systems ([`per_script_texts`]),
-/// and the flagged sentences of both, each alone with its readings (at most
-/// [`MAX_FLAGGED_JOBS`] such texts, each sentence as written first).
-pub(super) fn ngram_logit(scorer: &NgramScorer, input: &ClassifyInput, max_readings: usize) -> f32 {
-    let scan_text = Some(&input.scan_text).filter(|t| !t.is_empty());
+/// and its flagged sentences, each alone with its readings (at most [`MAX_FLAGGED_JOBS`]
+/// such texts, each sentence as written first).
+pub(super) fn ngram_logit(
+    scorer: &NgramScorer,
+    input: &ClassifyInput,
+    part: Part,
+    max_readings: usize,
+) -> f32 {
     let mut best = f32::NEG_INFINITY;
-    for text in std::iter::once(&input.text).chain(scan_text) {
-        let text = prefix(text);
-        let readings = jailbreak_readings(text, max_readings)
-            .into_iter()
-            .chain(without_diacritics(text));
-        for read in std::iter::once(Cow::Borrowed(text)).chain(readings.map(Cow::Owned)) {
-            best = best.max(read_logit(scorer, &read));
-            for one_script in per_script_texts(&read) {
-                best = best.max(read_logit(scorer, &one_script));
-            }
+    let text = prefix(input.part_text(part));
+    let readings = jailbreak_readings(text, max_readings)
+        .into_iter()
+        .chain(without_diacritics(text));
+    for read in std::iter::once(Cow::Borrowed(text)).chain(readings.map(Cow::Owned)) {
+        best = best.max(read_logit(scorer, &read));
+        for one_script in per_script_texts(&read) {
+            best = best.max(read_logit(scorer, &one_script));
         }
     }
     let mut flagged: Vec<&str> = Vec::new();
-    for part in [Part::Text, Part::ScanText] {
-        for (_, sentence) in input.flagged(part) {
-            let sentence = prefix(sentence);
-            if !flagged.contains(&sentence) {
-                flagged.push(sentence);
-            }
+    for (_, sentence) in input.flagged(part) {
+        let sentence = prefix(sentence);
+        if !flagged.contains(&sentence) {
+            flagged.push(sentence);
         }
     }
     let variants = flagged

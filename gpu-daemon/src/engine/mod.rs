@@ -30,6 +30,7 @@
 mod classifier_dirs;
 mod domain_ngrams;
 mod jailbreak_ngrams;
+mod jailbreak_score;
 mod pii;
 mod readings;
 mod sequence;
@@ -123,6 +124,8 @@ pub struct ClassifyInput {
     /// (`ClassifyRequest.reduction.original_tokens`); 0 when unknown (then `text`'s own
     /// tokens count).
     pub original_tokens: u32,
+    /// The same for `scan_text` (`ClassifyRequest.scan_reduction.original_tokens`).
+    pub scan_original_tokens: u32,
     /// The PII signal runs its validated patterns only, not the model
     /// (`ClassifyRequest.pii_patterns_only`: the filter's risk scan found no
     /// personal-data cue in the request).
@@ -244,21 +247,38 @@ pub struct DomainOutput {
     pub distribution: Vec<(String, f32)>,
 }
 
-/// Jailbreak result.
+/// Jailbreak result: each text's own reading ([`JailbreakOutput::parts`]) and the higher
+/// of them, which decides (see `jailbreak_score.rs`).
 #[derive(Debug, Clone)]
 pub struct JailbreakOutput {
-    /// The decision's probability: the highest window probability, with the n-gram
-    /// model's logit added to its log-odds where one is configured
-    /// ([`crate::models::ngrams::NgramScorer::combine`]).
+    /// The decision's probability: the higher of the texts' scores ([`PartScore::score`]).
     pub score: f32,
-    /// The highest window probability alone (the encoder's or the classifier's).
+    /// The encoder's (or the classifier's) probability of the text that gave `score`.
     pub encoder_score: f32,
-    /// The n-gram model's logit that was added, where one is configured.
+    /// The n-gram model's logit added for that text, where one is configured.
     pub ngram_logit: Option<f32>,
-    /// Windows scored.
+    /// Windows and sentences scored, over both texts.
     pub windows: u32,
-    /// Byte span of the riskiest window and the text it lies in.
+    /// Byte span of the riskiest window of that text, and the text.
     pub window: (usize, usize, Part),
+    /// The reading of `text` and of `scan_text`, each alone; `None` for a text with
+    /// nothing scored.
+    pub parts: [Option<PartScore>; 2],
+}
+
+/// One text's jailbreak reading, as the thresholds were calibrated on single texts: its
+/// highest window or sentence probability with its own n-gram logit.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PartScore {
+    /// `encoder_score` with `ngram_logit` (at least the floor) added to its log-odds;
+    /// `encoder_score` without an n-gram model.
+    pub score: f32,
+    /// The highest probability over the text's windows and sentences.
+    pub encoder_score: f32,
+    /// The n-gram model's logit for the text, its readings and flagged sentences.
+    pub ngram_logit: Option<f32>,
+    /// Byte span of the riskiest window.
+    pub window: (usize, usize),
 }
 
 /// One PII entity with the text it lies in.

@@ -27,7 +27,8 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::domain_ngrams::{domain_probabilities, DomainNgrams};
-use super::jailbreak_ngrams::{ngram_logit, with_ngram_logit};
+use super::jailbreak_ngrams::ngram_logit;
+use super::jailbreak_score::SCORED_PARTS;
 use super::readings::{flagged_variants, jailbreak_readings};
 use super::windows::{
     anchored_windows, byte_span, changed_windows, flagged_pieces, plan_windows, sentences_to_score,
@@ -100,6 +101,9 @@ struct WindowPass<'a> {
     /// Tokenized texts and the text tokenized (the input, or one of its readings, which
     /// has the input's length and offsets), by [`Window::tok`].
     texts: Vec<(TokenizedText, Cow<'a, str>)>,
+    /// Per request: the tokens of its `scan_text` (0 when it has none or it was not
+    /// read).
+    scan_tokens: Vec<u32>,
 }
 
 /// What the first pass gave, before the refinement.
@@ -161,7 +165,9 @@ impl SequenceSignals {
         if let Some(scorer) = &self.jailbreak_ngrams {
             for (input, out) in inputs.iter().zip(outputs.iter_mut()) {
                 if let Some(j) = out.jailbreak.as_mut() {
-                    j.ngram_logit = Some(ngram_logit(scorer, input, limits.max_readings));
+                    j.read_ngrams(|part| {
+                        Some(ngram_logit(scorer, input, part, limits.max_readings))
+                    });
                 }
             }
         }
@@ -225,6 +231,7 @@ fn plan_window_pass<'a>(
     let mut pass = WindowPass {
         windows: Vec::new(),
         texts: Vec::new(),
+        scan_tokens: vec![0; inputs.len()],
     };
     for (req, input) in inputs.iter().enumerate() {
         let want_domain = input.signals.domain && heads.domain.is_some();
@@ -237,12 +244,9 @@ fn plan_window_pass<'a>(
             parts.push((Part::Text, Cow::Borrowed(&input.text), text_tok, false));
         }
         if want_jb && !input.scan_text.is_empty() {
-            parts.push((
-                Part::ScanText,
-                Cow::Borrowed(&input.scan_text),
-                tokenizer.tokenize(&input.scan_text)?,
-                false,
-            ));
+            let tok = tokenizer.tokenize(&input.scan_text)?;
+            pass.scan_tokens[req] = tok.ids.len() as u32;
+            parts.push((Part::ScanText, Cow::Borrowed(&input.scan_text), tok, false));
         }
         if want_jb {
             for (part, text) in [
@@ -367,17 +371,10 @@ fn score_windows(
                 if let Some(x) = scores.window_score.get_mut(j) {
                     *x = score;
                 }
-                let out = outputs[job.req].jailbreak.get_or_insert(JailbreakOutput {
-                    score: -1.0,
-                    encoder_score: -1.0,
-                    ngram_logit: None,
-                    windows: 0,
-                    window: (0, 0, Part::Text),
-                });
-                out.windows += 1;
-                if score > out.score {
-                    out.score = score;
-                    out.window = (job.span.0, job.span.1, job.part);
+                let out = outputs[job.req]
+                    .jailbreak
+                    .get_or_insert_with(JailbreakOutput::empty);
+                if out.record(job.part, job.span, score) {
                     scores.best[job.req] = Some(j);
                 }
             }
@@ -407,12 +404,9 @@ fn plan_refinement(
     let decided: Vec<bool> = outputs
         .iter()
         .map(|o| {
-            o.jailbreak.as_ref().is_some_and(|j| {
-                let combined = j
-                    .ngram_logit
-                    .map_or(j.score, |l| with_ngram_logit(j.score, l));
-                j.score >= below || combined < from
-            })
+            o.jailbreak
+                .as_ref()
+                .is_some_and(|j| j.score >= below || j.combined() < from)
         })
         .collect();
     let mut jobs: Vec<EncoderJob> = Vec::new();
@@ -427,28 +421,43 @@ fn plan_refinement(
         if !(input.signals.jailbreak && heads.jailbreak.is_some()) || decided[req] {
             continue;
         }
-        if !flagged_alone_applies(input, outputs[req].input_tokens, limits) {
-            continue;
-        }
+        let parts: Vec<Part> = SCORED_PARTS
+            .into_iter()
+            .filter(|&part| {
+                let own_tokens = match part {
+                    Part::Text => outputs[req].input_tokens,
+                    _ => first.scan_tokens.get(req).copied().unwrap_or(0),
+                };
+                flagged_alone_applies(input, part, own_tokens, limits)
+            })
+            .collect();
         jobs.extend(flagged_sentence_jobs(
-            tokenizer, req, input, limits, &passed,
+            tokenizer, req, input, &parts, limits, &passed,
         )?);
     }
     Ok(jobs)
 }
 
-/// Whether `input`'s flagged sentences are scored alone: a prompt of at most
-/// `limits.jailbreak_flagged_alone_max_tokens` before compression (`input_tokens`, the
-/// text's own, where the filter did not say) with at most
-/// `limits.jailbreak_flagged_alone_max_sentences` of them.
-fn flagged_alone_applies(input: &ClassifyInput, input_tokens: u32, limits: &LimitsConfig) -> bool {
-    let prompt_tokens = if input.original_tokens > 0 {
-        input.original_tokens
-    } else {
-        input_tokens
+/// Whether the flagged sentences of `input`'s text `part` are scored alone: a text of at
+/// most `limits.jailbreak_flagged_alone_max_tokens` before compression (the filter's
+/// `original_tokens` for it; `own_tokens`, the text's own, where the filter did not say)
+/// with at most `limits.jailbreak_flagged_alone_max_sentences` of them. Each text is
+/// judged on its own length, as the limits were chosen on single texts: a short follow-up
+/// after a long document does not open the document's sentences to the pass.
+fn flagged_alone_applies(
+    input: &ClassifyInput,
+    part: Part,
+    own_tokens: u32,
+    limits: &LimitsConfig,
+) -> bool {
+    let original = match part {
+        Part::Text => input.original_tokens,
+        _ => input.scan_original_tokens,
     };
-    let flagged = input.flagged(Part::Text).count() + input.flagged(Part::ScanText).count();
-    prompt_tokens <= limits.jailbreak_flagged_alone_max_tokens
+    let tokens = if original > 0 { original } else { own_tokens };
+    let flagged = input.flagged(part).count();
+    flagged > 0
+        && tokens <= limits.jailbreak_flagged_alone_max_tokens
         && flagged <= limits.jailbreak_flagged_alone_max_sentences
 }
 
@@ -522,8 +531,8 @@ fn window_sentence_jobs(
     jobs
 }
 
-/// The filter's flagged sentences of request `req`, each alone, whatever the windows
-/// scored: as written and in their other readings ([`flagged_variants`]), each in full
+/// The filter's flagged sentences of request `req` in its texts `parts`, each alone,
+/// whatever the windows scored: as written and in their other readings ([`flagged_variants`]), each in full
 /// and, where the daemon's own rule finds several sentences or clauses in it, each of
 /// those too ([`flagged_pieces`]); at most [`MAX_FLAGGED_JOBS`], and none whose span is in
 /// `passed` (already in the pass).
@@ -531,6 +540,7 @@ fn flagged_sentence_jobs(
     tokenizer: &WindowTokenizer,
     req: usize,
     input: &ClassifyInput,
+    parts: &[Part],
     limits: &LimitsConfig,
     passed: &HashSet<(usize, Part, (usize, usize))>,
 ) -> Result<Vec<EncoderJob>, EngineError> {
@@ -539,7 +549,7 @@ fn flagged_sentence_jobs(
     // readings' first windows and its pieces, then the readings' pieces; so that
     // many long or encoded decoys cannot crowd out a later sentence.
     let mut candidates: Vec<(u8, EncoderJob)> = Vec::new();
-    for part in [Part::Text, Part::ScanText] {
+    for &part in parts {
         for (r, sentence) in input.flagged(part) {
             let variants = flagged_variants(sentence, limits.max_readings);
             for (v, variant) in variants.iter().enumerate() {
@@ -587,11 +597,7 @@ fn score_sentences(
     for (g, emb) in jobs.iter().zip(embeddings) {
         let score = head_score(h, emb, heads.positive);
         if let Some(out) = outputs[g.req].jailbreak.as_mut() {
-            out.windows += 1;
-            if score > out.score {
-                out.score = score;
-                out.window = (g.span.0, g.span.1, g.part);
-            }
+            out.record(g.part, g.span, score);
         }
     }
 }

@@ -153,6 +153,7 @@ impl BufferedStream {
             scan_flagged: Vec::new(),
             scan_pii: Vec::new(),
             scan_pattern_text: String::new(),
+            scan_reduction: None,
             pii_patterns_only: false,
         }) else {
             // Nothing to classify: the request goes on unchanged.

@@ -323,6 +323,7 @@ fn run_baseline(config: &FilterConfig, body: &[u8], chunk: usize) -> (f64, f64, 
         scan_flagged: Vec::new(),
         scan_pii: Vec::new(),
         scan_pattern_text: String::new(),
+        scan_reduction: None,
         pii_patterns_only: false,
     })
     .expect("the bench prompt is not empty")

@@ -9,12 +9,16 @@ those, one per signal (`--task`):
   jailbreak  binary: the daemon adds its logit to the encoder's jailbreak log-odds
              (`models.jailbreak.ngrams`; calib split: AUC 0.981 for the encoder alone,
              0.985 for the sum);
-  domain     14 classes: the daemon adds its log-probabilities to the encoder's
+  domain     14 classes: the daemon adds its logits to the encoder's log-probabilities
              (`models.domain.ngrams`; MMLU-Pro's calib bucket, held out of both models'
              training for the measurement (`--domain-calib` here and in
              train_classifiers.py, then eval_classifiers.py --split calib --domain-calib
              with and without `models.domain.ngrams`): accuracy 0.830 for the encoder
-             alone, 0.800 for this model alone, 0.840 for the sum).
+             alone, 0.800 for this model alone, 0.840 for the sum). Both models learned
+             the training pool's label frequencies, which the sum counts twice; the
+             stored bias takes them out twice and puts MMLU-Pro's own in their place
+             (`label_prior_shift`), so that the sum is a product of the two models'
+             evidence under the categories' frequencies in MMLU-Pro.
 
 Features (`features`; the daemon's `models::ngrams` computes the same indices):
   - the text as UTF-8 bytes, ASCII letters lowercased, every run of ASCII whitespace
@@ -143,6 +147,28 @@ def training_rows(eval_dir: str, task: str,
     return texts, y, w, jb + dom
 
 
+def label_prior_shift(rows: list[dict], classes: int) -> np.ndarray:
+    """`[classes]` ln(pi_target) - 2 ln(pi_train), added to the domain model's bias.
+
+    The daemon sums the encoder head's log-probabilities and this model's logits, and
+    takes the softmax: a product of two posteriors, each holding the training pool's
+    label frequencies pi_train (MMLU's questions, imbalanced towards `other`, philosophy,
+    law and health, with MMLU-Pro's). A product of experts counts the prior once
+    (p(y|a,b) ~ p(y|a) p(y|b) / pi(y) for conditionally independent readings), and the
+    questions the router is judged on are MMLU-Pro's, whose frequencies pi_target are
+    those of the MMLU-Pro rows of the same training split. Counts with one added; only
+    training rows are read."""
+    def freq(sel) -> np.ndarray:
+        n = np.ones(classes)
+        for r in sel:
+            n[r["domain"]] += 1
+        return n / n.sum()
+
+    pi_train = freq(rows)
+    pi_target = freq([r for r in rows if r["source"] == "mmlu_pro"])
+    return np.log(pi_target) - 2 * np.log(pi_train)
+
+
 def train(texts, y, w, classes: int, bits: int, epochs: int, seed: int,
           threads: int) -> tuple[np.ndarray, np.ndarray, list[float]]:
     """`weight` [2^bits, classes] and `bias` [classes]: binary cross-entropy on one
@@ -219,6 +245,9 @@ def main() -> int:
     classes = len(labels) if labels else 1
     texts, y, w, rows = training_rows(args.eval_dir, args.task, args.domain_calib)
     weight, bias, losses = train(texts, y, w, classes, bits, args.epochs, args.seed, args.threads)
+    shift = label_prior_shift(rows, classes) if labels else None
+    if shift is not None:
+        bias = bias + shift.astype(np.float32)
     # What is served (and what the reference logits are computed from): the stored dtype.
     weight = weight.astype(spec["dtype"])
     os.makedirs(args.out, exist_ok=True)
@@ -237,7 +266,7 @@ def main() -> int:
                              for t in checks]}
     if labels:
         counts = collections.Counter((r["source"], r["subset"], r["license"], labels[r["domain"]]) for r in rows)
-        settings = {}
+        settings = {"label_prior_shift": {lab: round(float(v), 6) for lab, v in zip(labels, shift)}}
     else:
         counts = collections.Counter((r["source"], r["subset"], r["license"], data.JAILBREAK_LABELS[r["jailbreak"]])
                                      for r in rows)

@@ -14,8 +14,10 @@ or a threshold choice. `--split calib --domain-calib` adds MMLU-Pro's calib buck
 models trained with `--domain-calib`, which keeps it out of their training): domain
 choices between runs without the validation split. `--choose-threshold` runs on the calib
 split and prints the lowest threshold (steps of 0.05 in log-odds) that keeps false blocks
-on each of its benign groups within half the target (CALIB_FALSE_BLOCK_TARGET), with the
-cue thresholds at their share of its odds (CUE_ODDS_RATIOS).
+on each of its benign groups within half the target (CALIB_FALSE_BLOCK_TARGET) and blocks
+none of the long benign prompts built from its documents (`LongPrompts`: as the last turn,
+and as an earlier turn under a short follow-up), with the cue thresholds at their share of
+its odds (CUE_ODDS_RATIOS).
 
 Prints (markdown):
   - domain accuracy and macro-F1 per category (MMLU-Pro held-out questions);
@@ -24,7 +26,7 @@ Prints (markdown):
   - false blocks on ordinary requests and on document passages (50-600 words), and the
     recall at equal false blocks on ordinary requests (an encoder comparison, no choice);
   - long benign prompts (2K-16K tokens built from held-out documents, a question at the
-    end) blocked.
+    end) blocked, and the same kind of prompts as an earlier turn under a short follow-up.
 
   python3 scripts/eval_classifiers.py --eval-dir ../shared/eval [--config config/daemon.toml]
 """
@@ -171,27 +173,52 @@ FOLLOW_UPS = [
 ]
 
 
-def earlier_turn_blocked(config: str | None, prompts: list[str], compression: dict, thresholds) -> int:
-    """How many of `prompts`, sent as an earlier user turn under a short ordinary follow-up
-    (`FOLLOW_UPS`), the filter would block: each compressed as the filter compresses its
-    texts, sent as `text` and `scan_text` with their lengths before compression, and each
-    text's score held to the threshold of its own cues, as the filter does."""
-    follow = compress([{"text": FOLLOW_UPS[i % len(FOLLOW_UPS)]} for i in range(len(prompts))], compression)
-    scan = compress([{"text": p} for p in prompts], compression)
-    rows = [
-        {"text": f["text"], "flagged_sentences": f["flagged_sentences"], "original_tokens": f["original_tokens"],
-         "scan_text": c["text"], "scan_flagged_sentences": c["flagged_sentences"],
-         "scan_original_tokens": c["original_tokens"]}
-        for f, c in zip(follow, scan)
-    ]
-    out = classify(config, rows, "jailbreak")
-    blocked = 0
-    for f, c, o in zip(follow, scan, out):
-        j = o["jailbreak"]
-        cues = lambda comp: {kind: kind in comp["risk"] for kind in CUE_THRESHOLD_KEYS}
-        blocked += bool(jailbreak_blocked(j["text_score"], cues(f), thresholds)
-                        or jailbreak_blocked(j["scan_text_score"], cues(c), thresholds))
-    return blocked
+def cue_flags(comp: list[dict]) -> dict[str, np.ndarray]:
+    """Per cue kind that lowers the threshold, whether the risk scan found it in each of
+    `comp` (`compress_jsonl`'s lines)."""
+    return {kind: np.array([kind in c["risk"] for c in comp], dtype=bool) for kind in CUE_THRESHOLD_KEYS}
+
+
+class LongPrompts:
+    """Long benign prompts built from a split's document passages (`long_prompts`) and what
+    the daemon scores in them, as the filter sends them:
+
+      - `LONG_PER_LENGTH` per length (seed 7) as the last user turn;
+      - `EARLIER_TURN_PER_LENGTH` per length (seed 8) as an earlier user turn under a short
+        ordinary follow-up (`FOLLOW_UPS`): both texts compressed as the filter compresses
+        them and sent with their lengths before compression, each text's score held to the
+        threshold of its own cues, as the filter does.
+    """
+
+    def __init__(self, config: str | None, docs: list[dict], compression: dict):
+        self.prompts = long_prompts(docs, seed=7)
+        view, self.cues = filter_view([{"text": p} for _, p in self.prompts], compression)
+        self.scores = np.array([o["jailbreak"]["score"] for o in classify(config, view, "jailbreak")])
+        earlier = [p for _, p in long_prompts(docs, seed=8, per_length=EARLIER_TURN_PER_LENGTH)]
+        follow = compress([{"text": FOLLOW_UPS[i % len(FOLLOW_UPS)]} for i in range(len(earlier))], compression)
+        scan = compress([{"text": p} for p in earlier], compression)
+        rows = [
+            {"text": f["text"], "flagged_sentences": f["flagged_sentences"], "original_tokens": f["original_tokens"],
+             "scan_text": c["text"], "scan_flagged_sentences": c["flagged_sentences"],
+             "scan_original_tokens": c["original_tokens"]}
+            for f, c in zip(follow, scan)
+        ]
+        out = [o["jailbreak"] for o in classify(config, rows, "jailbreak")]
+        self.earlier = len(earlier)
+        self.turn = (np.array([j["text_score"] for j in out]), cue_flags(follow))
+        self.earlier_turn = (np.array([j["scan_text_score"] for j in out]), cue_flags(scan))
+
+    def blocked(self, thresholds) -> np.ndarray:
+        """Whether each last-turn prompt is blocked at `thresholds`."""
+        return jailbreak_blocked(self.scores, self.cues, thresholds)
+
+    def earlier_blocked(self, thresholds) -> int:
+        """How many earlier-turn conversations are blocked at `thresholds`."""
+        return int(np.sum(jailbreak_blocked(*self.turn, thresholds)
+                          | jailbreak_blocked(*self.earlier_turn, thresholds)))
+
+    def none_blocked(self, thresholds) -> bool:
+        return not self.blocked(thresholds).any() and self.earlier_blocked(thresholds) == 0
 
 
 def cue_ratios(eval_dir: str) -> int:
@@ -281,12 +308,17 @@ def main() -> int:
                "harmful_request_threshold": args.harmful_request_threshold,
                "budget_tokens": compression.get("budget_tokens")}
 
+    # ---- long benign prompts of the split's documents
+    long = None if args.no_long else LongPrompts(
+        args.config, [r for r in rows if r["kind"] == "document"], compression)
+
     # ---- threshold choice (calib)
     jb_rows = [i for i, r in enumerate(rows) if r["task"] == "jailbreak"]
     benign = np.array([i for i in jb_rows if rows[i]["jailbreak"] == 0])
     if args.choose_threshold:
         # The lowest threshold at which every benign group of the calib split stays within
-        # the target: all benign rows, ordinary requests, document passages.
+        # the target (all benign rows, ordinary requests, document passages) and no long
+        # benign prompt of its documents is blocked, as the last turn or an earlier one.
         groups = {
             "benign": benign,
             "ordinary requests": np.array([i for i in benign if data.is_ordinary_request(rows[i])]),
@@ -303,13 +335,17 @@ def main() -> int:
                     **{k: None if off[k] else round(cue_threshold_for(g, k), 7) for k in CUE_THRESHOLD_KEYS}}
 
         def within(g: float) -> bool:
-            return all(np.mean(jailbreak_blocked(jb_score[ix], select(cues, ix), thresholds_at(g)))
-                       <= CALIB_FALSE_BLOCK_TARGET for ix in groups.values() if len(ix))
+            t = thresholds_at(g)
+            return all(np.mean(jailbreak_blocked(jb_score[ix], select(cues, ix), t))
+                       <= CALIB_FALSE_BLOCK_TARGET for ix in groups.values() if len(ix)) \
+                and (long is None or long.none_blocked(t))
 
         chosen = thresholds_at(next(g for g in grid if within(g)))
         y = np.array([rows[i]["jailbreak"] for i in jb_rows])
         rec = float(np.mean(jailbreak_blocked(jb_score[jb_rows], select(cues, jb_rows), chosen)[y == 1]))
         sizes = ", ".join(f"{len(ix)} {name}" for name, ix in groups.items())
+        if long is not None:
+            sizes += f"; none of {len(long.prompts)} + {long.earlier} long prompts blocked"
         cue_text = "".join(f", with {CUE_NAMES[k]} **{chosen[k]}** (1/{CUE_ODDS_RATIOS[k]:g} of its odds)"
                            for k in CUE_THRESHOLD_KEYS if chosen[k] is not None)
         print(f"Lowest threshold with ≤ {CALIB_FALSE_BLOCK_TARGET:.2%} false blocks on each calib benign group "
@@ -411,26 +447,21 @@ def main() -> int:
     print(equal_false_block_table(s[y == 1], s[ordinary & (y == 0)], summary))
 
     # ---- long benign prompts
-    if not args.no_long:
-        pool = [r for r in rows if r["kind"] == "document"]
-        prompts = long_prompts(pool, seed=7)
-        long_view, long_cues = filter_view([{"text": p} for _, p in prompts], compression)
-        long_out = classify(args.config, long_view, "jailbreak")
-        long_blocked = jailbreak_blocked(np.array([o["jailbreak"]["score"] for o in long_out]), long_cues, thresholds)
+    if long is not None:
+        long_blocked = long.blocked(thresholds)
         print()
         print("| long benign prompt (tokens) | prompts | blocked | max score |\n|---|---:|---:|---:|")
         total = 0
         for length in LONG_LENGTHS:
-            sc = [o["jailbreak"]["score"] for (n, _), o in zip(prompts, long_out) if n == length]
-            b = int(sum(bl for (n, _), bl in zip(prompts, long_blocked) if n == length))
+            at = np.array([n == length for n, _ in long.prompts])
+            b = int(long_blocked[at].sum())
             total += b
-            print(f"| ~{length} | {len(sc)} | {b} | {max(sc):.3f} |")
-        print(f"\nLong benign prompts blocked: **{total}** of {len(prompts)} (target 0)")
+            print(f"| ~{length} | {int(at.sum())} | {b} | {long.scores[at].max():.3f} |")
+        print(f"\nLong benign prompts blocked: **{total}** of {len(long.prompts)} (target 0)")
         summary["long_prompts_blocked"] = total
-        many = [p for _, p in long_prompts(pool, seed=8, per_length=EARLIER_TURN_PER_LENGTH)]
-        earlier = earlier_turn_blocked(args.config, many, compression, thresholds)
+        earlier = long.earlier_blocked(thresholds)
         print(f"Long benign prompts as an earlier turn under a short follow-up, blocked: **{earlier}** "
-              f"of {len(many)} (target 0)")
+              f"of {long.earlier} (target 0)")
         summary["long_prompts_earlier_turn_blocked"] = earlier
     if args.summary:
         with open(args.summary, "w") as f:

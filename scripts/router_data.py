@@ -147,6 +147,12 @@ def jailbreak_rows(eval_dir: str) -> list[dict]:
         out.append(_row(r["text"], task="jailbreak", source="semroute", subset="multilingual_requests",
                         license=PROJECT_LICENSE, key=_norm(r["text"]), jailbreak=0,
                         extra={"language": r["language"]}))
+    # Ordinary follow-ups of a conversation (data/README.md): they refer to earlier turns,
+    # take back or correct them, and ask to repeat, rewrite or translate them, as the
+    # public pool's extraction and override attacks do.
+    for r in read_jsonl(os.path.join(PROJECT_DATA, "followup_requests.jsonl")):
+        out.append(_row(r["text"], task="jailbreak", source="semroute", subset="followup_requests",
+                        license=PROJECT_LICENSE, key=_norm(r["text"]), jailbreak=0))
     for r in read_jsonl(j("benign/documents.jsonl")):
         out.append(_row(r["text"], task="jailbreak", source="documents", subset=r["kind"], license=r.get("license"),
                         key=_norm(r["text"]), jailbreak=0, kind="document",
@@ -233,7 +239,8 @@ def all_rows(eval_dir: str, contacts: int = 0, domain_calib: bool = False) -> li
 
 # Rows that are ordinary assistant requests (the false-block target of ≤ 0.5%).
 ORDINARY_SOURCES = {"dolly"}
-ORDINARY_SUBSETS = {"toxicchat_user_prompts", "sharegpt_first_turn", "arena_hard_v0_1", "arena_hard_v2_0"}
+ORDINARY_SUBSETS = {"toxicchat_user_prompts", "sharegpt_first_turn", "arena_hard_v0_1", "arena_hard_v2_0",
+                    "followup_requests"}
 
 
 def is_ordinary_request(row: dict) -> bool:

@@ -35,7 +35,8 @@ Data: the router encoder's training split (`router_data.py`: licences that allow
 redistributing derived weights only; the calib and val splits never train).
   jailbreak: jailbreak rows as the filter sends them (its compressor and risk scan, as
              `eval_classifiers.py`; the project's own ordinary requests in 15 languages,
-             `data/multilingual_requests.jsonl`, among them), MMLU and MMLU-Pro questions as benign at weight
+             `data/multilingual_requests.jsonl`, and ordinary follow-ups of a
+             conversation, `data/followup_requests.jsonl`, among them), MMLU and MMLU-Pro questions as benign at weight
              0.2, jailbreaks weighted to 0.6 of the benign weight;
   domain:    the MMLU and MMLU-Pro questions with their 14 categories, unweighted.
 Adam (lr 0.05), 4 epochs, batches of 256, fixed seeds, one thread count: the weights

@@ -48,7 +48,7 @@ async fn classify(
 const JAILBREAK_THRESHOLD: f32 = 0.5;
 /// The filter's default jailbreak threshold (`envoy.yaml`), which the served models'
 /// thresholds were chosen for.
-const FILTER_THRESHOLD: f32 = 0.999_806_5;
+const FILTER_THRESHOLD: f32 = 0.999_751_5;
 
 /// A daemon configuration with the extra jailbreak passes on (sentences scored alone,
 /// the filter's flagged sentences alone, anchored windows) over the generic encoder and

@@ -45,6 +45,20 @@ async fn classify(
         .into_inner()
 }
 
+/// The jailbreak result of `request`.
+async fn jailbreak_of(
+    mut client: ClassifierClient<Channel>,
+    request: ClassifyRequest,
+) -> JailbreakResult {
+    client
+        .classify(request)
+        .await
+        .expect("classify")
+        .into_inner()
+        .jailbreak
+        .expect("jailbreak result")
+}
+
 const JAILBREAK_THRESHOLD: f32 = 0.5;
 /// The filter's default jailbreak threshold (`envoy.yaml`), which the served models'
 /// thresholds were chosen for.
@@ -685,15 +699,7 @@ async fn served_encoder_scores_a_flagged_override_alone_in_a_short_prompt() {
             }),
             ..Default::default()
         };
-        let mut c = client.clone();
-        async move {
-            c.classify(request)
-                .await
-                .expect("classify")
-                .into_inner()
-                .jailbreak
-                .expect("jailbreak result")
-        }
+        jailbreak_of(client.clone(), request)
     };
     let diluted = call(vec![], 0).await;
     assert!(diluted.score < FILTER_THRESHOLD, "{diluted:?}");
@@ -730,15 +736,7 @@ async fn served_encoder_scores_a_flagged_override_alone_in_a_short_prompt() {
             }),
             ..Default::default()
         };
-        let mut c = client.clone();
-        async move {
-            c.classify(request)
-                .await
-                .expect("classify")
-                .into_inner()
-                .jailbreak
-                .expect("jailbreak result")
-        }
+        jailbreak_of(client.clone(), request)
     };
     let short = earlier(None).await;
     assert!(

@@ -23,6 +23,30 @@ const TOL: f32 = 1e-4;
 /// share of the largest output, stays below this on these inputs.
 const TOL_BF16: f32 = 1e-2;
 
+/// The shape `[batch, heads, seq_q | seq_kv, head_dim]` and random Q and K (in ±2) and V
+/// (in ±1) for it, drawn from `seed` in that order.
+fn attention_inputs(
+    batch: usize,
+    heads: usize,
+    seq_q: usize,
+    seq_kv: usize,
+    head_dim: usize,
+    seed: u64,
+) -> (AttentionShape, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let shape = AttentionShape {
+        batch,
+        heads,
+        seq_q,
+        seq_kv,
+        head_dim,
+    };
+    let mut rng = Rng(seed);
+    let q = rng.vec(batch * heads * seq_q * head_dim, 2.0);
+    let k = rng.vec(batch * heads * seq_kv * head_dim, 2.0);
+    let v = rng.vec(batch * heads * seq_kv * head_dim, 1.0);
+    (shape, q, k, v)
+}
+
 #[derive(Clone, Copy, Debug)]
 enum Pad {
     None,
@@ -511,16 +535,7 @@ fn custom_op_in_onnx_runtime_matches_reference() {
     for (i, (head_dim, batch, heads, seq, window, with_bias, scale)) in
         cases.into_iter().enumerate()
     {
-        let mut rng = Rng(1000 + i as u64);
-        let shape = AttentionShape {
-            batch,
-            heads,
-            seq_q: seq,
-            seq_kv: seq,
-            head_dim,
-        };
-        let n = batch * heads * seq * head_dim;
-        let (q, k, v) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+        let (shape, q, k, v) = attention_inputs(batch, heads, seq, seq, head_dim, 1000 + i as u64);
         let bias: Vec<f32> = (0..batch)
             .flat_map(|b| {
                 (0..seq).map(move |j| {
@@ -574,16 +589,8 @@ fn custom_op_in_onnx_runtime_matches_reference() {
 fn custom_op_with_bf16_products_runs_the_amx_variant_where_the_cpu_has_it() {
     let env = support::ort_env();
     let (batch, heads, seq, head_dim) = (2, 3, 200, 32);
-    let shape = AttentionShape {
-        batch,
-        heads,
-        seq_q: seq,
-        seq_kv: seq,
-        head_dim,
-    };
-    let mut rng = Rng(77);
-    let n = batch * heads * seq * head_dim;
-    let (q, k, v) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+    let (shape, q, k, v) = attention_inputs(batch, heads, seq, seq, head_dim, 77);
+    let n = q.len();
     let bias: Vec<f32> = (0..batch * seq)
         .map(|i| if i >= seq + 150 { f32::MIN } else { 0.0 })
         .collect();
@@ -669,17 +676,8 @@ fn bshd_layout_gives_the_bhsd_output_transposed() {
     for isa in isas {
         for (i, &(head_dim, seq_q, seq_kv, window, pad)) in cases.iter().enumerate() {
             let (batch, heads) = (2, 3);
-            let shape = AttentionShape {
-                batch,
-                heads,
-                seq_q,
-                seq_kv,
-                head_dim,
-            };
-            let mut rng = Rng(900 + i as u64);
-            let q = rng.vec(batch * heads * seq_q * head_dim, 2.0);
-            let k = rng.vec(batch * heads * seq_kv * head_dim, 2.0);
-            let v = rng.vec(batch * heads * seq_kv * head_dim, 1.0);
+            let (shape, q, k, v) =
+                attention_inputs(batch, heads, seq_q, seq_kv, head_dim, 900 + i as u64);
             let bias = bias_for(pad, batch, seq_kv);
             let kb = bias.as_ref().map(|(data, stride)| KeyBias {
                 data,
@@ -720,16 +718,8 @@ fn bshd_layout_gives_the_bhsd_output_transposed() {
 fn custom_op_takes_rank_3_inputs_with_the_heads_attribute() {
     let env = support::ort_env();
     let (batch, heads, seq, head_dim) = (2, 4, 90, 32);
-    let shape = AttentionShape {
-        batch,
-        heads,
-        seq_q: seq,
-        seq_kv: seq,
-        head_dim,
-    };
-    let mut rng = Rng(31);
-    let n = batch * heads * seq * head_dim;
-    let (q, k, v) = (rng.vec(n, 2.0), rng.vec(n, 2.0), rng.vec(n, 1.0));
+    let (shape, q, k, v) = attention_inputs(batch, heads, seq, seq, head_dim, 31);
+    let n = q.len();
     let params = AttentionParams {
         scale: 1.0 / (head_dim as f32).sqrt(),
         window: Window::GLOBAL,

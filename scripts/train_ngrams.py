@@ -7,8 +7,8 @@ multilingual injections leave a plainer trace in the text's bytes. These models 
 those, one per signal (`--task`):
 
   jailbreak  binary: the daemon adds its logit to the encoder's jailbreak log-odds
-             (`models.jailbreak.ngrams`; calib split: AUC 0.981 for the encoder alone,
-             0.985 for the sum);
+             (`models.jailbreak.ngrams`; calib split: AUC 0.975 for the encoder alone,
+             0.983 for the sum);
   domain     14 classes: the daemon adds its logits to the encoder's log-probabilities
              (`models.domain.ngrams`; MMLU-Pro's calib bucket, held out of both models'
              training for the measurement (`--domain-calib` here and in

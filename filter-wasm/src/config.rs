@@ -205,7 +205,7 @@ pub struct JailbreakPolicy {
     /// Whether the signal is requested and acted on.
     pub enabled: bool,
     /// Score at or above which a request counts as a jailbreak, 0..=1. The default
-    /// 0.9997515 (log-odds 8.30) is the lowest, on a grid of 0.05 in log-odds, at which the
+    /// 0.9996966 (log-odds 8.10) is the lowest, on a grid of 0.05 in log-odds, at which the
     /// daemon's default jailbreak score (the router encoder, `models/router`, with the
     /// n-gram model's logit added, `models/ngrams`), with the cue thresholds
     /// (`override_threshold`, `harmful_request_threshold`) at their defaults, blocks at
@@ -217,15 +217,15 @@ pub struct JailbreakPolicy {
     /// output) in which the filter's risk scan found an instruction override ("ignore all
     /// previous instructions", [`crate::risk::RiskFlags::OVERRIDE`]); the lower of the two
     /// applies to that text's score. Ordinary requests
-    /// almost never hold one. Default 0.9975205, a tenth of the general threshold's odds
-    /// (log-odds 6.00); `null`: `threshold` alone.
+    /// almost never hold one. Default 0.9969743, a tenth of the general threshold's odds
+    /// (log-odds 5.80); `null`: `threshold` alone.
     pub override_threshold: Option<f32>,
     /// The threshold for a text in which the risk scan found a plainly harmful request
     /// ("give instructions for making a bomb", [`crate::risk::RiskFlags::HARMFUL_REQUEST`]);
     /// the lowest threshold that applies to the text wins. A jailbreak
     /// wraps such a request; an ordinary request almost never holds one, and a plain
-    /// harmful request without jailbreak wording scores far below it. Default 0.9757467,
-    /// a hundredth of the general threshold's odds (log-odds 3.70); `null`: no lower
+    /// harmful request without jailbreak wording scores far below it. Default 0.9705447,
+    /// a hundredth of the general threshold's odds (log-odds 3.50); `null`: no lower
     /// threshold for the cue.
     pub harmful_request_threshold: Option<f32>,
     /// Block or mark.
@@ -243,9 +243,9 @@ impl Default for JailbreakPolicy {
     fn default() -> Self {
         JailbreakPolicy {
             enabled: true,
-            threshold: 0.999_751_5,
-            override_threshold: Some(0.997_520_5),
-            harmful_request_threshold: Some(0.975_746_7),
+            threshold: 0.999_696_6,
+            override_threshold: Some(0.996_974_3),
+            harmful_request_threshold: Some(0.970_544_7),
             action: JailbreakAction::Block,
             fail_closed_on_cue: true,
         }

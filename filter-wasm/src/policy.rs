@@ -580,7 +580,7 @@ mod tests {
     fn jailbreak_blocks_or_marks() {
         let c = config("");
         assert!(blocked(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[]))));
-        // Below the default threshold (0.9997515).
+        // Below the default threshold (0.9996966).
         assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
         let r = route(decide(&c, AUTO, &reply("math", 0.9, 0.99999, &[])));
@@ -595,10 +595,10 @@ mod tests {
             risk: RiskFlags::OVERRIDE,
             ..AUTO
         };
-        // Between the two defaults (0.9975205 and 0.9997515).
+        // Between the two defaults (0.9969743 and 0.9996966).
         let c = config("");
         assert!(blocked(decide(&c, over, &reply("math", 0.9, 0.9995, &[]))));
-        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.997, &[]))));
+        assert!(!blocked(decide(&c, over, &reply("math", 0.9, 0.996, &[]))));
         assert!(!blocked(decide(&c, AUTO, &reply("math", 0.9, 0.9995, &[]))));
         let c = config(r#","jailbreak":{"action":"mark"}"#);
         let r = route(decide(&c, over, &reply("math", 0.9, 0.9995, &[])));
@@ -622,7 +622,7 @@ mod tests {
             risk: RiskFlags::OVERRIDE | RiskFlags::HARMFUL_REQUEST,
             ..AUTO
         };
-        // Between the harmful-request default (0.9757467) and the override one (0.9975205).
+        // Between the harmful-request default (0.9705447) and the override one (0.9969743).
         let c = config("");
         assert!(blocked(decide(&c, harmful, &reply("math", 0.9, 0.99, &[]))));
         assert!(blocked(decide(&c, both, &reply("math", 0.9, 0.99, &[]))));
@@ -671,7 +671,7 @@ mod tests {
             },
             ..AUTO
         };
-        // Between the harmful-request default (0.9757467) and the general one.
+        // Between the harmful-request default (0.9705447) and the general one.
         assert!(!blocked(decide(
             &c,
             earlier,

@@ -62,7 +62,7 @@ async fn jailbreak_of(
 const JAILBREAK_THRESHOLD: f32 = 0.5;
 /// The filter's default jailbreak threshold (`envoy.yaml`), which the served models'
 /// thresholds were chosen for.
-const FILTER_THRESHOLD: f32 = 0.999_751_5;
+const FILTER_THRESHOLD: f32 = 0.999_696_6;
 
 /// A daemon configuration with the extra jailbreak passes on (sentences scored alone,
 /// the filter's flagged sentences alone, anchored windows) over the generic encoder and
@@ -663,8 +663,9 @@ async fn served_encoder_scores_a_flagged_override_alone_in_a_short_prompt() {
     // The served router encoder with the default limits: an instruction override among ten
     // ordinary sentences of meeting notes dilutes its window below the filter's threshold;
     // flagged by the filter's risk scan in a short prompt, it is scored alone too and
-    // reaches it. The same text as what the filter kept of a long prompt is not: there a
-    // flagged sentence is most often a quoted attack.
+    // reaches it. The same text as what the filter kept of a long prompt is not scored
+    // alone by the encoder: there a flagged sentence is most often a quoted attack. (Its
+    // n-gram logit still reads the flagged sentence alone, whatever the length.)
     let daemon = start_daemon();
     let mut client = ClassifierClient::new(connect(&daemon.socket).await);
     let cue =
@@ -709,11 +710,14 @@ async fn served_encoder_scores_a_flagged_override_alone_in_a_short_prompt() {
         (flagged.window_start, flagged.window_end),
         (span.start, span.end)
     );
-    // What the filter kept of a 5,000-token prompt: the windows alone.
+    // What the filter kept of a 5,000-token prompt: the encoder reads the window alone.
     let long = call(vec![span], 5_000).await;
     assert!(
-        long.score < FILTER_THRESHOLD && long.windows == 1,
-        "{long:?}"
+        long.windows == 1
+            && long.encoder_score == diluted.encoder_score
+            && long.encoder_score < flagged.encoder_score
+            && long.score < flagged.score,
+        "{long:?}, diluted {diluted:?}, flagged {flagged:?}"
     );
     // The same notes as an earlier turn (scan_text) under a short last turn: each text is
     // judged on its own length before compression, so what the filter kept of a
@@ -745,7 +749,12 @@ async fn served_encoder_scores_a_flagged_override_alone_in_a_short_prompt() {
     );
     assert_eq!(short.scan_text_score, Some(short.score));
     let long = earlier(Some(5_000)).await;
-    assert!(long.score < FILTER_THRESHOLD, "{long:?}");
+    assert!(
+        long.in_scan_text
+            && long.encoder_score == diluted.encoder_score
+            && long.score < short.score,
+        "{long:?}, diluted {diluted:?}, short {short:?}"
+    );
     // Each text's own score is given; the request's is the higher.
     let (t, s) = (
         long.text_score.expect("text"),

@@ -34,7 +34,7 @@ use crate::mixed_script::per_script_texts;
 use crate::models::ngrams::{prefix, NgramScorer};
 
 /// Lowest n-gram logit added to the encoder's log-odds. An encoder score at its ceiling
-/// (`1 - 1e-7`, log-odds 16.1, [`NgramScorer::combine`]) then stays above log-odds 8.30,
+/// (`1 - 1e-7`, log-odds 16.1, [`NgramScorer::combine`]) then stays above log-odds 8.10,
 /// the filter's default threshold, however benign the text padded around the jailbreak reads.
 /// On the validation split no decision changes with it.
 pub const NGRAM_LOGIT_FLOOR: f32 = -6.0;

@@ -5,9 +5,9 @@
 //! log-odds. A request holds two texts, the prompt (`text`) and the earlier turns and tool
 //! output (`scan_text`). Each is read as such a text alone ([`PartScore`]) and the higher
 //! decides. One text's encoder probability is never paired with the other's n-gram logit:
-//! such a pair is a score no threshold was chosen for. A short follow-up ("Summarize what
-//! I sent you before.", encoder 0.93) paired with the n-gram logit of a long security
-//! document before it (+1.6) crossed a lowered threshold that neither text crosses alone.
+//! such a pair is a score no threshold was chosen for: a short follow-up that the encoder
+//! reads as likely extraction (0.93, say) paired with the n-gram logit of a long security
+//! document before it (+1.6) crosses a lowered threshold that neither text crosses alone.
 
 use super::jailbreak_ngrams::with_ngram_logit;
 use super::{JailbreakOutput, Part, PartScore};

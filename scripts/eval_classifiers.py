@@ -26,7 +26,9 @@ Prints (markdown):
   - false blocks on ordinary requests and on document passages (50-600 words), and the
     recall at equal false blocks on ordinary requests (an encoder comparison, no choice);
   - long benign prompts (2K-16K tokens built from held-out documents, a question at the
-    end) blocked, and the same kind of prompts as an earlier turn under a short follow-up.
+    end) blocked, and the same kind of prompts as an earlier turn under a short follow-up;
+  - the jailbreaks and ordinary requests of more than one sentence sent as two user turns
+    (`two_turns`): recall and false blocks beside the same rows as one turn.
 
   python3 scripts/eval_classifiers.py --eval-dir ../shared/eval [--config config/daemon.toml]
 """
@@ -38,6 +40,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import tempfile
 
@@ -179,6 +182,24 @@ def cue_flags(comp: list[dict]) -> dict[str, np.ndarray]:
     return {kind: np.array([kind in c["risk"] for c in comp], dtype=bool) for kind in CUE_THRESHOLD_KEYS}
 
 
+def conversation_scores(config: str | None, earlier_turns: list[str], last_turns: list[str],
+                        compression: dict) -> tuple[list[dict], dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The daemon's jailbreak results for conversations of two user turns as the filter sends
+    them (the earlier turn as the scan text, the last turn as the prompt, each compressed as
+    the filter compresses it and sent with its length before compression), with each turn's
+    cue flags (`cue_flags`): (results, earlier turns' flags, last turns' flags)."""
+    earlier = compress([{"text": t} for t in earlier_turns], compression)
+    last = compress([{"text": t} for t in last_turns], compression)
+    rows = [
+        {"text": b["text"], "flagged_sentences": b["flagged_sentences"], "original_tokens": b["original_tokens"],
+         "scan_text": a["text"], "scan_flagged_sentences": a["flagged_sentences"],
+         "scan_original_tokens": a["original_tokens"]}
+        for a, b in zip(earlier, last)
+    ]
+    out = [o["jailbreak"] for o in classify(config, rows, "jailbreak")]
+    return out, cue_flags(earlier), cue_flags(last)
+
+
 class LongPrompts:
     """Long benign prompts built from a split's document passages (`long_prompts`) and what
     the daemon scores in them, as the filter sends them:
@@ -195,18 +216,11 @@ class LongPrompts:
         view, self.cues = filter_view([{"text": p} for _, p in self.prompts], compression)
         self.scores = np.array([o["jailbreak"]["score"] for o in classify(config, view, "jailbreak")])
         earlier = [p for _, p in long_prompts(docs, seed=8, per_length=EARLIER_TURN_PER_LENGTH)]
-        follow = compress([{"text": FOLLOW_UPS[i % len(FOLLOW_UPS)]} for i in range(len(earlier))], compression)
-        scan = compress([{"text": p} for p in earlier], compression)
-        rows = [
-            {"text": f["text"], "flagged_sentences": f["flagged_sentences"], "original_tokens": f["original_tokens"],
-             "scan_text": c["text"], "scan_flagged_sentences": c["flagged_sentences"],
-             "scan_original_tokens": c["original_tokens"]}
-            for f, c in zip(follow, scan)
-        ]
-        out = [o["jailbreak"] for o in classify(config, rows, "jailbreak")]
+        follow = [FOLLOW_UPS[i % len(FOLLOW_UPS)] for i in range(len(earlier))]
+        out, scan_cues, follow_cues = conversation_scores(config, earlier, follow, compression)
         self.earlier = len(earlier)
-        self.turn = (np.array([j["text_score"] for j in out]), cue_flags(follow))
-        self.earlier_turn = (np.array([j["scan_text_score"] for j in out]), cue_flags(scan))
+        self.turn = (np.array([j["text_score"] for j in out]), follow_cues)
+        self.earlier_turn = (np.array([j["scan_text_score"] for j in out]), scan_cues)
 
     def blocked(self, thresholds) -> np.ndarray:
         """Whether each last-turn prompt is blocked at `thresholds`."""
@@ -219,6 +233,34 @@ class LongPrompts:
 
     def none_blocked(self, thresholds) -> bool:
         return not self.blocked(thresholds).any() and self.earlier_blocked(thresholds) == 0
+
+
+# Where a text may be cut into two user turns: white space after a sentence's end, before
+# the next sentence's first letter, quote or bracket.
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+def two_turns(text: str) -> tuple[str, str] | None:
+    """`text` cut at the sentence end nearest its middle (in characters): (earlier user turn,
+    last user turn); None for a text of one sentence."""
+    cuts = [m for m in _SENTENCE_END.finditer(text)]
+    if not cuts:
+        return None
+    m = min(cuts, key=lambda m: abs(m.start() - len(text) / 2))
+    return text[:m.start()], text[m.end():]
+
+
+def two_turn_blocked(config: str | None, halves: list[tuple[str, str]], compression: dict,
+                     thresholds: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Whether each conversation of two user turns (`two_turns`, `conversation_scores`) is
+    blocked: as the filter blocks it (each text's score held to the threshold of its own
+    cues), and under the rule for a reply without per-text scores (the
+    request's score held to the threshold of the cues of both texts)."""
+    out, a, b = conversation_scores(config, [e for e, _ in halves], [t for _, t in halves], compression)
+    per_text = (jailbreak_blocked(np.array([j["text_score"] for j in out]), b, thresholds)
+                | jailbreak_blocked(np.array([j["scan_text_score"] for j in out]), a, thresholds))
+    both = jailbreak_blocked(np.array([j["score"] for j in out]), {k: a[k] | b[k] for k in a}, thresholds)
+    return per_text, both
 
 
 def cue_ratios(eval_dir: str) -> int:
@@ -445,6 +487,27 @@ def main() -> int:
     summary.update(false_blocks_ordinary=round(fb_ord, 4), false_blocks_documents=round(fb_doc, 4))
     print()
     print(equal_false_block_table(s[y == 1], s[ordinary & (y == 0)], summary))
+
+    # ---- the same requests as two user turns
+    halves = [two_turns(rows[i]["text"]) for i in jb_rows]
+    cut = np.nonzero(np.array([h is not None for h in halves]) & ((y == 1) | (ordinary & (y == 0))))[0]
+    if len(cut):
+        split, cues_of_both = two_turn_blocked(args.config, [halves[k] for k in cut], compression, thresholds)
+        yy, whole = y[cut], blocked[cut]
+
+        def share(b: np.ndarray, label: int) -> str:
+            return f"{int(b[yy == label].sum())} ({fmt(float(b[yy == label].mean()), True)})"
+
+        print(f"\nThe {int((yy == 1).sum())} jailbreaks and {int((yy == 0).sum())} ordinary requests of more than one "
+              f"sentence, cut at the sentence end nearest their middle and sent as two user turns: jailbreaks "
+              f"blocked **{share(split, 1)}**, as one turn {share(whole, 1)}; ordinary requests blocked "
+              f"**{share(split, 0)}**, as one turn {share(whole, 0)}. With the cues of both turns lowering "
+              f"the request's threshold (a reply without per-text scores): jailbreaks {share(cues_of_both, 1)}, "
+              f"ordinary requests {share(cues_of_both, 0)}")
+        summary.update(two_turn_recall=round(float(split[yy == 1].mean()), 4),
+                       one_turn_recall_same_rows=round(float(whole[yy == 1].mean()), 4),
+                       two_turn_false_blocks_ordinary=round(float(split[yy == 0].mean()), 4),
+                       one_turn_false_blocks_ordinary_same_rows=round(float(whole[yy == 0].mean()), 4))
 
     # ---- long benign prompts
     if long is not None:

@@ -134,7 +134,7 @@ def filter_view(rows: list[dict], compression: dict) -> tuple[list[dict], dict[s
         {"text": c["text"], "flagged_sentences": c["flagged_sentences"], "original_tokens": c["original_tokens"]}
         for c in comp
     ]
-    return view, {kind: np.array([kind in c["risk"] for c in comp], dtype=bool) for kind in CUE_THRESHOLD_KEYS}
+    return view, cue_flags(comp)
 
 
 def select(cues: dict[str, np.ndarray], ix) -> dict[str, np.ndarray]:
@@ -243,7 +243,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 def two_turns(text: str) -> tuple[str, str] | None:
     """`text` cut at the sentence end nearest its middle (in characters): (earlier user turn,
     last user turn); None for a text of one sentence."""
-    cuts = [m for m in _SENTENCE_END.finditer(text)]
+    cuts = list(_SENTENCE_END.finditer(text))
     if not cuts:
         return None
     m = min(cuts, key=lambda m: abs(m.start() - len(text) / 2))

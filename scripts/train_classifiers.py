@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
 import math
 import os
@@ -290,6 +291,16 @@ def round_deltas(model: Encoder, dtype: torch.dtype) -> None:
 
 def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
     return {name: p.detach().cpu().contiguous() for name, p in tuned_parameters(model)}
+
+
+def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
+    """sha256 (hex) over each tensor's name, dtype, shape and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name]
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
 
 
 def head_json(name: str, labels: list[str], lin: nn.Linear, version: str) -> dict:
@@ -615,15 +626,18 @@ def main() -> int:
     # ---- export
     os.makedirs(args.out, exist_ok=True)
     kept = "" if model.n_layers == base_layers else f"-l{model.n_layers}"
-    version = f"router-minilm{kept}-lora{args.rank}-top{args.tune_layers}-seed{args.seed}"
+    dtype = {"float32": torch.float32, "float16": torch.float16}[args.delta_dtype]
+    round_deltas(model, dtype)
+    deltas = {k: v.to(dtype) for k, v in delta_tensors(model).items()}
+    # The settings say how the deltas were made; the digest of the tensors tells two
+    # runs of the same settings on different data apart (in /metrics and the logs).
+    version = (f"router-minilm{kept}-lora{args.rank}-top{args.tune_layers}-seed{args.seed}-"
+               f"{tensors_digest(deltas)[:8]}")
     meta = {"rank": str(args.rank), "alpha": str(args.alpha), "layers": ",".join(
         str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
         "num_hidden_layers": str(model.n_layers),
         "base_sha256": base_sha, "version": version}
-    dtype = {"float32": torch.float32, "float16": torch.float16}[args.delta_dtype]
-    round_deltas(model, dtype)
-    save_file({k: v.to(dtype) for k, v in delta_tensors(model).items()},
-              os.path.join(args.out, "delta.safetensors"), metadata=meta)
+    save_file(deltas, os.path.join(args.out, "delta.safetensors"), metadata=meta)
     # The served model: the merged fp32 weights (what setup assembles) and both heads.
     merged = Encoder(merged_state(model, base), config, 0, 0, 0, args.seed).to(device)
     merged.domain.load_state_dict(model.domain.state_dict())

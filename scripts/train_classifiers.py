@@ -19,6 +19,12 @@ take about 4 minutes on one GPU and hours on two CPU cores.
 of those tuned): a shallower encoder whose pass costs about N/6 of the full one. The deltas then
 record `num_hidden_layers`, and `make setup` builds the served graph with that many layers.
 
+`--state-noise S` perturbs the cached lower-layer states in training by Gaussian noise of
+S times each position's standard deviation. An encoder trained longer (five epochs) without
+it amplifies small perturbations of those states more than the shipped one: its served graph
+(int8, bfloat16 attention products) gives a row in a padded batch of 4 a pooled cosine of
+0.819 to the same text alone, below `make setup`'s 0.9 floor; with S = 0.05, 0.951.
+
 With `--calibrate` (or `--calibrate-only` on a finished run), the jailbreak head is scaled
 by the temperature that fits the calib rows best (`calibrate_and_write`): the ranking
 stays and the scores spread out below 1.0, so thresholds are then chosen again.
@@ -481,6 +487,10 @@ def main() -> int:
                     help="keep MMLU-Pro's calib bucket out of training and report the domain accuracy on it per epoch")
     ap.add_argument("--ordinary-weight", type=float, default=1.0,
                     help="jailbreak-loss weight of ordinary assistant requests (benign requests and documents: 1)")
+    ap.add_argument("--state-noise", type=float, default=0.0, metavar="S",
+                    help="training only: add Gaussian noise of S times each position's standard deviation to the "
+                         "cached lower-layer states, so that the tuned layers learn to tolerate the perturbations "
+                         "of the served graph (int8 scales shared by a batch, bfloat16 products); 0: none")
     ap.add_argument("--delta-dtype", choices=["float32", "float16"], default="float32",
                     help="what delta.safetensors stores: float16 halves it (a rank-32 delta of all six layers in "
                          "2.7 MB); the merged model and its reference outputs use the rounded values")
@@ -592,6 +602,8 @@ def main() -> int:
                 x[j, : lengths[i]] = lower[i].float()
                 mask[j, : lengths[i]] = 1
             x, mask = x.to(device), mask.to(device)
+            if args.state_noise:
+                x = x + args.state_noise * torch.randn_like(x) * x.std(-1, keepdim=True)
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 e = model.upper(x, mask)
                 dl, jl = model.domain(e), model.jailbreak(e)

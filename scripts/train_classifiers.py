@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import hashlib
 import json
 import math
 import os
@@ -73,7 +72,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
+from safetensors.torch import save, save_file
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -297,16 +296,6 @@ def round_deltas(model: Encoder, dtype: torch.dtype) -> None:
 
 def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
     return {name: p.detach().cpu().contiguous() for name, p in tuned_parameters(model)}
-
-
-def tensors_digest(tensors: dict[str, torch.Tensor]) -> str:
-    """sha256 (hex) over each tensor's name, dtype, shape and bytes, in name order."""
-    h = hashlib.sha256()
-    for name in sorted(tensors):
-        t = tensors[name]
-        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()
 
 
 def head_json(name: str, labels: list[str], lin: nn.Linear, version: str) -> dict:
@@ -641,10 +630,11 @@ def main() -> int:
     dtype = {"float32": torch.float32, "float16": torch.float16}[args.delta_dtype]
     round_deltas(model, dtype)
     deltas = {k: v.to(dtype) for k, v in delta_tensors(model).items()}
-    # The settings say how the deltas were made; the digest of the tensors tells two
-    # runs of the same settings on different data apart (in /metrics and the logs).
+    # The settings say how the deltas were made; the sha256 of the tensors (as safetensors
+    # bytes, without metadata) tells two runs of the same settings on different data apart
+    # (in /metrics and the logs).
     version = (f"router-minilm{kept}-lora{args.rank}-top{args.tune_layers}-seed{args.seed}-"
-               f"{tensors_digest(deltas)[:8]}")
+               f"{training_inputs.sha256_bytes(save(deltas))[:8]}")
     meta = {"rank": str(args.rank), "alpha": str(args.alpha), "layers": ",".join(
         str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
         "num_hidden_layers": str(model.n_layers),

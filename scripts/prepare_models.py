@@ -27,7 +27,8 @@ itself) and ONNX Runtime `quantize_dynamic` (int8 weights, per channel):
            projections' own layout (no head transposes), behind a branch that
            skips the attention mask for batches without padding (`model.onnx`); the
            fp32 graph quantized behind the same branch beside it in
-           `onnxruntime-attention/model.onnx`;
+           `onnxruntime-attention/model.onnx`; the router encoder's first
+           feed-forward block stays fp32 in both (`ROUTER_FP32_NODES`);
 
 each checked with `semroute-daemon model check` against the fp32 source graph on
 models/check_texts.txt (the branched ones on padded batches too).
@@ -58,6 +59,7 @@ import collections
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -223,12 +225,20 @@ def type_custom_outputs(src: Path, dst: Path) -> int:
     return added
 
 
-def quantize(src: Path, dst: Path) -> dict:
+def quantize(src: Path, dst: Path, keep_fp32: tuple[str, ...] = ()) -> dict:
+    """`src` with int8 weights (per output channel) and dynamic int8 activations, except
+    the `MatMul` / `Gemm` nodes whose name matches one of the `keep_fp32` patterns."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     t = time.time()
     typed = dst.with_name(dst.stem + ".typed.onnx")
     type_custom_outputs(src, typed)
+    matmuls = [n.name for n in onnx.load(str(typed), load_external_data=False).graph.node
+               if n.op_type in ("MatMul", "Gemm")]
+    kept = sorted(n for n in matmuls if any(re.search(p, n) for p in keep_fp32))
+    unmatched = [p for p in keep_fp32 if not any(re.search(p, n) for n in matmuls)]
+    if unmatched:
+        raise PrepareError(f"{src.name}: no MatMul or Gemm node matches {unmatched}")
     quantize_dynamic(
         str(typed),
         str(dst),
@@ -236,6 +246,7 @@ def quantize(src: Path, dst: Path) -> dict:
         per_channel=True,
         reduce_range=False,
         op_types_to_quantize=["MatMul", "Gemm"],
+        nodes_to_exclude=kept,
     )
     typed.unlink()
     m = onnx.load(str(dst))
@@ -246,6 +257,7 @@ def quantize(src: Path, dst: Path) -> dict:
         "per_channel": True,
         "reduce_range": False,
         "op_types_to_quantize": ["MatMul", "Gemm"],
+        "nodes_kept_fp32": kept,
         "seconds": round(time.time() - t, 1),
         "ops_after": hist,
     }
@@ -627,7 +639,8 @@ def served_fused_graph(src: Path, dst: Path) -> dict:
 def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shipped_what: str,
                    tmp: Path, tok: Path, fused_thresholds: dict,
                    int8_thresholds: dict | None = None,
-                   branch_padding: str | None = None) -> tuple[list[dict], list[dict]]:
+                   branch_padding: str | None = None,
+                   keep_fp32: tuple[str, ...] = ()) -> tuple[list[dict], list[dict]]:
     """From the checked fp32 graph `fp32`: the fused fp32 graph (checked against `fp32`),
     quantized to int8. Without `branch_padding` that int8 graph is kept in FUSED_SERVED and
     the served `model.onnx` is `fp32` quantized. With `branch_padding` (the node that makes
@@ -635,7 +648,8 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
     products (`with_bf16_products`) behind the padding branch (`branch_on_padding`: no
     mask for batches without padding), checked on padded batches too; beside it in
     ORT_ATTENTION, `fp32` quantized behind the same branch, checked on padded batches
-    against the int8 graph without the branch. Every int8 graph is checked against `fp32`,
+    against the int8 graph without the branch. The nodes named by `keep_fp32` stay fp32 in
+    every int8 graph (`quantize`). Every int8 graph is checked against `fp32`,
     the served one also against the shipped graph (informational). Returns the checks and
     the steps for PREPARED.json."""
     int8_thresholds = int8_thresholds or {}
@@ -647,9 +661,9 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
     if not branch_padding:
         fused_q = tmp / FUSED_SERVED
         fused_q.parent.mkdir()
-        q_fused = quantize(fused, fused_q)
+        q_fused = quantize(fused, fused_q, keep_fp32)
         fused.unlink()
-        q = quantize(fp32, tmp / "model.onnx")
+        q = quantize(fp32, tmp / "model.onnx", keep_fp32)
         checks.append(check(args, kind, fp32, fused_q, tok, f"{name} fused int8 vs fp32 source", True,
                             **int8_thresholds))
         checks.append(check(args, kind, fp32, tmp / "model.onnx", tok, f"{name} prepared vs fp32 source", True,
@@ -663,7 +677,7 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
         ]
         return checks, steps
     fused_q = tmp / "model.fused.int8.onnx"
-    q_fused = quantize(fused, fused_q)
+    q_fused = quantize(fused, fused_q, keep_fp32)
     fused.unlink()
     bf16 = tmp / "model.fused.bf16.onnx"
     bf16_step = served_fused_graph(fused_q, bf16)
@@ -677,7 +691,7 @@ def fused_and_int8(args, name: str, kind: str, fp32: Path, shipped: Path, shippe
                         **int8_thresholds, **padded))
     checks.append(check(args, kind, shipped, tmp / "model.onnx", tok, f"{name} prepared vs {shipped_what}", False))
     masked = tmp / "model.masked.onnx"
-    q = quantize(fp32, masked)
+    q = quantize(fp32, masked, keep_fp32)
     alt = tmp / ORT_ATTENTION
     alt.parent.mkdir()
     alt_branch = {"step": "branch-on-padding", "input": "int8", "output": ORT_ATTENTION,
@@ -820,7 +834,8 @@ def _prepare_minilm(args, src: Path, shipped: Path, tmp: Path, key: dict, name: 
     more, steps = fused_and_int8(args, name, "embedding", fp32, shipped, "shipped int8", tmp, tok,
                                  {"min_cosine": MIN_COSINE_FUSED, "min_mean_cosine": MIN_COSINE_FUSED},
                                  ROUTER_INT8_COSINE if tuned else None,
-                                 branch_padding="/mask/Mul" if tuned else None)
+                                 branch_padding="/mask/Mul" if tuned else None,
+                                 keep_fp32=ROUTER_FP32_NODES if tuned else ())
     checks += more
     return {
         "model": name,
@@ -836,6 +851,20 @@ def _prepare_minilm(args, src: Path, shipped: Path, tmp: Path, key: dict, name: 
         "cache": key,
         "seconds": round(time.time() - t0, 1),
     }
+
+
+# The router encoder's first feed-forward block (`layer.0`: 384 -> 1536 -> 384, 11% of the
+# encoder's weight multiply-adds) stays fp32 in its int8 graphs. The tuned top layers
+# amplify what int8 changes in the frozen lower ones: on an AVX2 EPYC (exact uint8 kernels,
+# fp32 attention products), the shipped deltas' all-int8 graph moved the jailbreak
+# probability of one check text, a Japanese question, from 0.785 to 0.283 against
+# models/router/reference.json (max |Δ| 0.501, over router_delta's 0.5; mean 0.025), where
+# the bfloat16 products of an AMX CPU had passed. Kept fp32 in the ONNX Runtime attention
+# graph, measured the same way: this block, max 0.233 / mean 0.018; all of layer 0, 0.324;
+# layer 1, 0.220; layer 2, 0.324; every layer's down-projection, 0.216; layers 0-2, 0.052 /
+# 0.003. The served graph with this block fp32: 0.234 / 0.018, pooled cosine to fp32 0.976
+# worst and 0.992 mean (all int8: 0.934, 0.987).
+ROUTER_FP32_NODES = (r"^/encoder/layer\.0/(intermediate|output)/dense/MatMul$",)
 
 
 MINILM_FILES = ["model.onnx", FUSED_SERVED, "tokenizer.json", "config.json", "reference/model.fp32.onnx"]

@@ -72,7 +72,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save, save_file
+from safetensors.torch import save
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -296,6 +296,20 @@ def round_deltas(model: Encoder, dtype: torch.dtype) -> None:
 
 def delta_tensors(model: Encoder) -> dict[str, torch.Tensor]:
     return {name: p.detach().cpu().contiguous() for name, p in tuned_parameters(model)}
+
+
+def safetensors_bytes(tensors: dict[str, torch.Tensor], metadata: dict[str, str]) -> bytes:
+    """`tensors` and `metadata` as a safetensors file whose header lists its keys sorted, so
+    that the same tensors and metadata give the same bytes (and the same line in SHA256SUMS):
+    `safetensors` writes the metadata in hash-map order, which differs between runs. The
+    header is JSON after an 8-byte little-endian length, padded with spaces to a multiple
+    of 8 bytes (the safetensors format); the offsets in it are relative to the data that
+    follows, so reordering its keys moves no tensor."""
+    raw = save(tensors, metadata=metadata)
+    n = int.from_bytes(raw[:8], "little")
+    header = json.dumps(json.loads(raw[8:8 + n]), sort_keys=True, separators=(",", ":")).encode()
+    header += b" " * (-len(header) % 8)
+    return len(header).to_bytes(8, "little") + header + raw[8 + n:]
 
 
 def head_json(name: str, labels: list[str], lin: nn.Linear, version: str) -> dict:
@@ -639,7 +653,8 @@ def main() -> int:
         str(i) for i in range(model.frozen, model.n_layers)), "linears": ",".join(LINEARS),
         "num_hidden_layers": str(model.n_layers),
         "base_sha256": base_sha, "version": version}
-    save_file(deltas, os.path.join(args.out, "delta.safetensors"), metadata=meta)
+    with open(os.path.join(args.out, "delta.safetensors"), "wb") as f:
+        f.write(safetensors_bytes(deltas, meta))
     # The served model: the merged fp32 weights (what setup assembles) and both heads.
     merged = Encoder(merged_state(model, base), config, 0, 0, 0, args.seed).to(device)
     merged.domain.load_state_dict(model.domain.state_dict())

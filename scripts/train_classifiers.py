@@ -23,7 +23,10 @@ record `num_hidden_layers`, and `make setup` builds the served graph with that m
 S times each position's standard deviation. An encoder trained longer (five epochs) without
 it amplifies small perturbations of those states more than the shipped one: its served graph
 (int8, bfloat16 attention products) gives a row in a padded batch of 4 a pooled cosine of
-0.819 to the same text alone, below `make setup`'s 0.9 floor; with S = 0.05, 0.951.
+0.819 to the same text alone, below `make setup`'s 0.9 floor; with S = 0.05, 0.951. On a CPU
+without VNNI or bfloat16 (AVX2: exact uint8 products, fp32 attention products) the graph as
+prepared now gives the five-epoch S = 0.05 encoder 0.899; with layer 1's feed-forward block
+also fp32 (`ROUTER_FP32_NODES` in prepare_models.py), 0.970.
 
 With `--calibrate` (or `--calibrate-only` on a finished run), the jailbreak head is scaled
 by the temperature that fits the calib rows best (`calibrate_and_write`): the ranking

@@ -233,12 +233,14 @@ def quantize(src: Path, dst: Path, keep_fp32: tuple[str, ...] = ()) -> dict:
     t = time.time()
     typed = dst.with_name(dst.stem + ".typed.onnx")
     type_custom_outputs(src, typed)
-    matmuls = [n.name for n in onnx.load(str(typed), load_external_data=False).graph.node
-               if n.op_type in ("MatMul", "Gemm")]
-    kept = sorted(n for n in matmuls if any(re.search(p, n) for p in keep_fp32))
-    unmatched = [p for p in keep_fp32 if not any(re.search(p, n) for n in matmuls)]
-    if unmatched:
-        raise PrepareError(f"{src.name}: no MatMul or Gemm node matches {unmatched}")
+    kept: list[str] = []
+    if keep_fp32:
+        matmuls = [n.name for n in onnx.load(str(typed), load_external_data=False).graph.node
+                   if n.op_type in ("MatMul", "Gemm")]
+        kept = sorted(n for n in matmuls if any(re.search(p, n) for p in keep_fp32))
+        unmatched = [p for p in keep_fp32 if not any(re.search(p, n) for n in kept)]
+        if unmatched:
+            raise PrepareError(f"{src.name}: no MatMul or Gemm node matches {unmatched}")
     quantize_dynamic(
         str(typed),
         str(dst),

@@ -11,7 +11,7 @@ embedding, either
   full   every weight of all six layers (embeddings frozen), AdamW at `--lr`, or
   lora   LoRA rank 16 on the top three layers, as the shipped encoder (`--lr` 1e-3),
 
-and after each epoch prints the calibration bucket's accuracy ([1076] MMLU-Pro questions,
+and after each epoch prints the calibration bucket's accuracy (1,076 MMLU-Pro questions,
 first 128 tokens), for the encoder alone and, with `--ngrams`, summed with a domain n-gram
 model trained without the bucket (`train_ngrams.py --task domain --domain-calib`), as the
 daemon sums them. Compare with `eval_classifiers.py --split calib --domain-calib` on an
@@ -21,12 +21,13 @@ Linear warm-up over 6% of the steps then linear decay, batches of 32 of similar 
 label smoothing 0.05, fixed seeds and thread count. Two CPU cores: about 7 minutes per
 epoch for `full`.
 
-  build/venv/bin/python scripts/train_ngrams.py --task domain --domain-calib --out /tmp/ng
-  build/venv/bin/python scripts/domain_only_finetune.py --mode full --ngrams /tmp/ng/domain.safetensors
+  build/venv/bin/python scripts/train_ngrams.py --task domain --domain-calib --out DIR
+  build/venv/bin/python scripts/domain_only_finetune.py --mode full --ngrams DIR/domain.safetensors
 """
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import random
 import sys
@@ -67,8 +68,6 @@ def main() -> int:
     lr = args.lr or (5e-5 if args.mode == "full" else 1e-3)
 
     inp = inputs.from_sources(args.eval_dir, args.build, MAX_LEN, domain_calib=True)
-    # The same rows, in the same order, with their texts (Inputs keeps none).
-    held_rows = [r for r in data.all_rows(args.eval_dir, domain_calib=True) if r["split"] == "calib"]
     train = [i for i, r in enumerate(inp.train) if r["domain"] >= 0]
     held = [i for i, r in enumerate(inp.held) if r["domain"] >= 0 and r["source"] == "mmlu_pro"]
     seqs = [inp.train_seqs[i] for i in train]
@@ -80,10 +79,16 @@ def main() -> int:
 
     ngram = None
     if args.ngrams:
-        t = load_file(args.ngrams)
-        w, b = t["weight"].astype(np.float32), t["bias"].astype(np.float64)
+        table = load_file(args.ngrams)
+        w, b = table["weight"].astype(np.float32), table["bias"].astype(np.float64)
         bits = int(np.log2(w.shape[0]))
-        ngram = np.stack([tn.logits(w, b, held_rows[i]["text"], bits) for i in held])
+        # The bucket's texts (Inputs keeps none): the domain rows come first in
+        # `all_rows`, so the calib ones are `held`, in the same order.
+        texts = [r["text"] for r in data.domain_rows(args.eval_dir, domain_calib=True)
+                 if r["split"] == "calib" and r["source"] == "mmlu_pro"]
+        if len(texts) != len(held):
+            sys.exit(f"{len(texts)} bucket texts for {len(held)} questions")
+        ngram = np.stack([tn.logits(w, b, t, bits) for t in texts])
 
     if args.mode == "full":
         model = tc.Encoder(inp.base, inp.config, 6, 0, 1.0, args.seed)
@@ -95,7 +100,7 @@ def main() -> int:
     opt = torch.optim.AdamW(groups, weight_decay=0.01)
     rng = random.Random(args.seed)
     lengths = [len(s) for s in seqs]
-    steps = len(tc.batches_by_length(lengths, 32, random.Random(0), False)) * args.epochs
+    steps = math.ceil(len(seqs) / 32) * args.epochs
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in groups], total_steps=steps,
                                                 pct_start=0.06, anneal_strategy="linear")
 
